@@ -1,0 +1,201 @@
+"""Image builder: one folder per image under images/, Dockerfile.j2 each.
+
+images/<name>/image.yml names the parent image (absent for the root image,
+whose parent is a debootstrap rootfs imported into Docker, as no registry is
+reachable). Templates extend images/service.Dockerfile.j2 for the shared
+header and footer. Every image carries the label kolla.build-hash, a hash of
+its rendered Dockerfile, its build context and its parent's image id: an image
+whose hash has not changed is not rebuilt.
+"""
+import hashlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from . import paths
+from .errors import KollaError, ValidationError
+
+BUILD_HASH_LABEL = "kolla.build-hash"
+CA_BUNDLE_NAME = "kolla-ca-bundle.crt"
+
+
+@dataclass
+class ImageDef:
+    name: str
+    folder: Path
+    parent: str | None  # None: the rootfs image
+
+
+def discover(images_dir=paths.IMAGES_DIR):
+    images = {}
+    for folder in sorted(p for p in images_dir.iterdir() if (p / "Dockerfile.j2").is_file()):
+        meta_file = folder / "image.yml"
+        meta = yaml.safe_load(meta_file.read_text()) if meta_file.exists() else {}
+        images[folder.name] = ImageDef(folder.name, folder, (meta or {}).get("parent"))
+    return images
+
+
+def build_order(images, wanted):
+    """Parents before children; unknown names are an error naming them."""
+    unknown = [w for w in wanted if w not in images]
+    if unknown:
+        raise ValidationError(
+            [f"build: unknown image '{u}' (known: {', '.join(sorted(images))})" for u in unknown])
+    order = []
+
+    def visit(name, chain=()):
+        if name in chain:
+            raise KollaError(f"images: parent cycle {' -> '.join(chain + (name,))}")
+        if name in order:
+            return
+        parent = images[name].parent
+        if parent:
+            if parent not in images:
+                raise KollaError(f"images/{name}/image.yml: parent '{parent}' is not an image folder")
+            visit(parent, chain + (name,))
+        order.append(name)
+
+    for name in wanted:
+        visit(name)
+    return order
+
+
+def image_ref(settings, name):
+    return f"{settings['docker_namespace']}/{name}:{settings['openstack_tag']}"
+
+
+def rootfs_ref(settings):
+    return f"{settings['docker_namespace']}/rootfs-{settings['base_distro']}-{settings['base_distro_release']}:latest"
+
+
+class Builder:
+    """Builds images with the Docker SDK, printing progress to `out`."""
+
+    def __init__(self, client, settings, images_dir=paths.IMAGES_DIR, out=print):
+        self.client = client
+        self.settings = settings
+        self.images_dir = Path(images_dir)
+        self.images = discover(self.images_dir)
+        self.out = out
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(self.images_dir)),
+            undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+
+    # -- rootfs ---------------------------------------------------------------
+    def ensure_rootfs(self, force=False):
+        ref = rootfs_ref(self.settings)
+        if not force and self._image(ref) is not None:
+            return ref
+        distro, release = self.settings["base_distro"], self.settings["base_distro_release"]
+        if distro != "debian":
+            raise KollaError(f"globals: base_distro '{distro}' is not supported (debian only)")
+        if not shutil.which("debootstrap"):
+            raise KollaError("debootstrap is not installed: run `make setup`")
+        mirror = self.settings.get("base_distro_mirror") or "http://deb.debian.org/debian"
+        with tempfile.TemporaryDirectory(prefix="kolla-rootfs-") as root:
+            self.out(f"[build] rootfs: debootstrap --variant=minbase {release} (about 30 s)")
+            proc = subprocess.run(
+                ["debootstrap", "--variant=minbase", release, root, mirror],
+                capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise KollaError(f"debootstrap {release} failed:\n{proc.stderr[-2000:]}")
+            self.out(f"[build] rootfs: importing as {ref}")
+            tar = subprocess.Popen(["tar", "-C", root, "-c", "."], stdout=subprocess.PIPE)
+            repo, tag = ref.rsplit(":", 1)
+            self.client.api.import_image_from_stream(tar.stdout, repository=repo, tag=tag)
+            tar.wait()
+        return ref
+
+    # -- images ---------------------------------------------------------------
+    def _image(self, ref):
+        import docker.errors
+        try:
+            return self.client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            return None
+
+    def render(self, name):
+        image = self.images[name]
+        parent_ref = image_ref(self.settings, image.parent) if image.parent else rootfs_ref(self.settings)
+        ctx = dict(self.settings)
+        ctx.update(image_name=name, parent_image=parent_ref, ca_bundle=self._ca_bundle() is not None,
+                   ca_bundle_name=CA_BUNDLE_NAME)
+        return self.env.get_template(f"{name}/Dockerfile.j2").render(**ctx)
+
+    def _ca_bundle(self):
+        path = self.settings.get("build_ca_bundle")
+        if not path:
+            return None
+        if not os.path.isfile(path):
+            raise KollaError(f"globals: build_ca_bundle '{path}' is not a file")
+        return path
+
+    def _context(self, name, dockerfile):
+        """A tar of the image folder with the rendered Dockerfile (and CA bundle)."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            folder = self.images[name].folder
+            for path in sorted(folder.rglob("*")):
+                rel = path.relative_to(folder).as_posix()
+                if path.is_file() and rel not in ("Dockerfile.j2", "image.yml"):
+                    tar.add(str(path), arcname=rel, recursive=False)
+            extra = {"Dockerfile": dockerfile.encode()}
+            ca = self._ca_bundle()
+            if ca:
+                extra[CA_BUNDLE_NAME] = Path(ca).read_bytes()
+            for arcname, data in extra.items():
+                info = tarfile.TarInfo(arcname)
+                info.size, info.mode = len(data), 0o644
+                tar.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    @staticmethod
+    def build_hash(context, parent_id):
+        digest = hashlib.sha256(context)
+        digest.update((parent_id or "").encode())
+        return digest.hexdigest()[:16]
+
+    def build(self, wanted=None, force=False):
+        """Builds `wanted` (all by default) and their parents; returns {name: 'built'|'unchanged'}."""
+        order = build_order(self.images, wanted or sorted(self.images))
+        parent_root = self.ensure_rootfs()
+        result = {}
+        for index, name in enumerate(order, 1):
+            image = self.images[name]
+            ref = image_ref(self.settings, name)
+            parent = self._image(image_ref(self.settings, image.parent) if image.parent else parent_root)
+            dockerfile = self.render(name)
+            context = self._context(name, dockerfile)
+            wanted_hash = self.build_hash(context, parent.id if parent else None)
+            current = self._image(ref)
+            if not force and current is not None and current.labels.get(BUILD_HASH_LABEL) == wanted_hash:
+                self.out(f"[build] ({index}/{len(order)}) {ref}: unchanged")
+                result[name] = "unchanged"
+                continue
+            self.out(f"[build] ({index}/{len(order)}) {ref}: building")
+            self._docker_build(ref, context, wanted_hash)
+            result[name] = "built"
+        return result
+
+    def _docker_build(self, ref, context, build_hash):
+        stream = self.client.api.build(
+            fileobj=io.BytesIO(context), custom_context=True, tag=ref, rm=True, forcerm=True,
+            decode=True, labels={BUILD_HASH_LABEL: build_hash}, pull=False)
+        tail = []
+        for chunk in stream:
+            if "error" in chunk:
+                raise KollaError(f"building {ref} failed: {chunk['error'].strip()}\n" + "".join(tail[-30:]))
+            line = chunk.get("stream", "")
+            if line:
+                tail.append(line)
+                if re.match(r"Step \d+/\d+ :", line):
+                    self.out(f"[build]   {line.strip()[:160]}")

@@ -1,0 +1,81 @@
+"""Generation history of each container, kept on the host.
+
+<state_dir>/containers/<name>/history.json lists every generation ever created
+(generation, image, image id, full spec, hashes, time, outcome), and
+<state_dir>/containers/<name>/<generation>/config/ holds the config files that
+generation was started with, so a rollback restores image, spec *and* config.
+Files are 0600 and folders 0700: specs hold environment values.
+"""
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+# Outcomes of a generation.
+RUNNING = "running"      # the current container
+REPLACED = "replaced"    # was running, then replaced by a newer healthy one
+FAILED = "failed"        # never became healthy, removed
+PRUNED = "pruned"        # replaced and its container removed
+
+
+class History:
+    def __init__(self, state_dir, name):
+        self.root = Path(state_dir) / "containers" / name
+        self.file = self.root / "history.json"
+
+    def records(self):
+        if not self.file.exists():
+            return []
+        return json.loads(self.file.read_text())
+
+    def _write(self, records):
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = self.file.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(records, f, indent=1, sort_keys=True)
+        os.replace(tmp, self.file)
+
+    def last_generation(self):
+        return max((r["generation"] for r in self.records()), default=0)
+
+    def add(self, generation, spec, image_id, config_hash):
+        records = self.records()
+        records.append({"generation": generation, "image": spec["image"], "image_id": image_id,
+                        "spec": spec, "config_hash": config_hash, "created": time.time(),
+                        "outcome": RUNNING})
+        self._write(records)
+
+    def set_outcome(self, generation, outcome):
+        records = self.records()
+        for record in records:
+            if record["generation"] == generation:
+                record["outcome"] = outcome
+        self._write(records)
+
+    def get(self, generation):
+        return next((r for r in self.records() if r["generation"] == generation), None)
+
+    def last_good_before(self, generation):
+        """The newest generation older than `generation` that ran healthy."""
+        good = [r for r in self.records() if r["generation"] < generation and r["outcome"] in (REPLACED, PRUNED)]
+        return good[-1] if good else None
+
+    # -- config snapshots --------------------------------------------------------
+    def config_snapshot(self, generation):
+        return self.root / str(generation) / "config"
+
+    def snapshot_config(self, generation, source):
+        target = self.config_snapshot(generation)
+        if target.exists():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if source:
+            shutil.copytree(source, target)
+        else:
+            target.mkdir()
+        return target
+
+    def drop_snapshot(self, generation):
+        shutil.rmtree(self.root / str(generation), ignore_errors=True)

@@ -1,0 +1,280 @@
+"""From the operator's files to the pillar every host converges to.
+
+    pillar/defaults/globals.yml   + /etc/kolla-salt/globals.yml    -> settings
+    pillar/defaults/passwords.yml + /etc/kolla-salt/passwords.yml  -> passwords
+    pillar/defaults/tree.yml                                       -> order
+    salt/states/kolla/<service>/defaults.yaml (jinja over settings) -> containers, jobs
+    salt/states/kolla/<service>/templates/*.j2 + config/<service>/* -> config files
+
+build_pillar() validates all of it and reports every problem with its file and
+key before anything changes; `kolla-salt validate`, `kolla-salt deploy` and the
+pillar SLS (pillar/kolla.sls) call it, so all three agree.
+"""
+import fnmatch
+import json
+import os
+import stat
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from . import paths
+from .errors import ValidationError
+from .merge import merge
+from .releases import load_releases
+from .spec import ContainerSpec
+
+# Keys of kolla-ansible's globals.yml that an operator may carry over but that
+# kolla-salt does not use: accepted with a warning instead of an error.
+WARN_ONLY = "unknown key"
+
+
+def _read_yaml(path, problems, kind=dict):
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except FileNotFoundError:
+        return kind()
+    except yaml.YAMLError as error:
+        problems.append(f"{path}: not valid YAML: {error}")
+        return kind()
+    if data is None:
+        return kind()
+    if not isinstance(data, kind):
+        problems.append(f"{path}: expected a {kind.__name__} at the top, got {type(data).__name__}")
+        return kind()
+    return data
+
+
+def type_name(value):
+    return {bool: "true/false", int: "a whole number", str: "a string", list: "a list",
+            dict: "a mapping"}.get(type(value), type(value).__name__)
+
+
+def check_value(key, default, value, where, problems):
+    """A value must have the type of its default (bool is not a number)."""
+    expected = type(default)
+    if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
+        problems.append(f"{where}: key '{key}' must be {type_name(default)}, got {value!r}")
+        return False
+    if key.endswith("_port") and not 0 < value < 65536:
+        problems.append(f"{where}: key '{key}' must be a port number (1-65535), got {value!r}")
+        return False
+    return True
+
+
+def load_settings(config_dir, warnings=None):
+    """Defaults overlaid with globals.yml, validated; plus derived values."""
+    problems = []
+    defaults = _read_yaml(paths.DEFAULTS_DIR / "globals.yml", problems)
+    globals_file = Path(config_dir) / "globals.yml"
+    user = _read_yaml(globals_file, problems)
+    settings = dict(defaults)
+    for key, value in user.items():
+        if key not in defaults:
+            if warnings is not None:
+                warnings.append(f"{globals_file}: key '{key}' is not used by kolla-salt (ignored)")
+            continue
+        if check_value(key, defaults[key], value, f"{globals_file}", problems):
+            settings[key] = value
+    releases = load_releases()
+    if settings["openstack_release"] not in releases:
+        problems.append(f"{globals_file}: key 'openstack_release' is '{settings['openstack_release']}'; "
+                        f"known releases: {', '.join(releases)}")
+    if settings["kolla_install_type"] not in ("binary", "source"):
+        problems.append(f"{globals_file}: key 'kolla_install_type' must be binary or source, "
+                        f"got {settings['kolla_install_type']!r}")
+    for role, hosts in settings["roles"].items():
+        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+            problems.append(f"{globals_file}: key 'roles.{role}' must be a list of minion id patterns")
+    if problems:
+        raise ValidationError(problems)
+    release = releases[settings["openstack_release"]]
+    settings["release_versions"] = release.get("source", {})
+    settings["openstack_tag"] = settings["openstack_tag"] or (
+        settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else ""))
+    settings["api_interface"] = settings["api_interface"] or settings["network_interface"]
+    settings["kolla_external_vip_address"] = (settings["kolla_external_vip_address"]
+                                              or settings["kolla_internal_vip_address"])
+    return settings
+
+
+def load_passwords(config_dir):
+    problems = []
+    wanted = _read_yaml(paths.DEFAULTS_DIR / "passwords.yml", problems)
+    path = Path(config_dir) / "passwords.yml"
+    if not path.exists():
+        raise ValidationError([f"{path}: missing; run `kolla-salt genpwd` to create it"])
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        problems.append(f"{path}: mode is {mode:04o}; it holds secrets and must be 0600 (chmod 600 {path})")
+    have = _read_yaml(path, problems)
+    for key in wanted:
+        if not have.get(key):
+            problems.append(f"{path}: key '{key}' is missing or empty; run `kolla-salt genpwd`")
+        elif not isinstance(have[key], str):
+            problems.append(f"{path}: key '{key}' must be a string")
+    if problems:
+        raise ValidationError(problems)
+    return {k: v for k, v in have.items() if isinstance(v, str)}
+
+
+def load_tree(problems=None):
+    """[(top-level set, [service, ...])] in deploy order."""
+    problems = [] if problems is None else problems
+    tree = _read_yaml(paths.DEFAULTS_DIR / "tree.yml", problems, kind=list)
+    return [(entry["name"], list(entry.get("services") or [])) for entry in tree]
+
+
+def service_order():
+    return [(top, service) for top, services in load_tree() for service in services]
+
+
+def interface_address(settings, interfaces):
+    """The IPv4 address of api_interface, from {interface: [addresses]} (grains)."""
+    name = settings["api_interface"]
+    addresses = interfaces.get(name) or []
+    if not addresses:
+        raise ValidationError([f"globals.yml: key 'api_interface'/'network_interface' is '{name}', "
+                               f"which has no IPv4 address on this host (have: {', '.join(sorted(interfaces))})"])
+    return addresses[0]
+
+
+class ServiceRenderer:
+    """Renders a service folder's defaults.yaml and templates against the settings."""
+
+    def __init__(self, settings, passwords, host):
+        self.settings, self.passwords, self.host = settings, passwords, host
+        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.SERVICES_DIR)),
+                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+        self.env.filters["to_json"] = json.dumps
+
+    def context(self, service):
+        ctx = dict(self.settings)
+        ctx.update(self.passwords)
+        ctx.update(self.host)
+        ctx["service"] = service
+        ctx["image"] = self.image
+        ctx["container_name"] = lambda name: self.settings["container_name_prefix"] + name
+        return ctx
+
+    def image(self, name):
+        return f"{self.settings['docker_namespace']}/{name}:{self.settings['openstack_tag']}"
+
+    def definition(self, service):
+        text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context(service))
+        return yaml.safe_load(text) or {}
+
+    def template(self, service, name):
+        return self.env.get_template(f"{service}/templates/{name}").render(**self.context(service))
+
+
+def _config_json(container, files):
+    return json.dumps({
+        "command": container["command"],
+        "user": container.get("run_as"),
+        "config_files": [{"source": f"/var/lib/kolla/config_files/{name}", "dest": entry["dest"],
+                          "owner": entry.get("owner", container.get("run_as") or "root"),
+                          "perm": entry.get("perm", "0600")} for name, entry in files],
+        "permissions": container.get("permissions", []),
+    }, indent=2, sort_keys=True) + "\n"
+
+
+def build_services(settings, passwords, host, config_dir, minion_id="local"):
+    """The list of enabled services for this host, each with its container specs,
+    jobs and rendered config files, in tree order. Validates everything."""
+    problems = []
+    renderer = ServiceRenderer(settings, passwords, host)
+    overrides_root = Path(config_dir) / "config"
+    known_services = {s for _, s in service_order()}
+    if overrides_root.is_dir():
+        for folder in sorted(overrides_root.iterdir()):
+            if folder.is_dir() and folder.name not in known_services:
+                problems.append(f"{folder}: no service is called '{folder.name}' "
+                                f"(services: {', '.join(sorted(known_services))})")
+    prefix = settings["container_name_prefix"]
+    services = []
+    for top, service in service_order():
+        if not settings.get(f"enable_{service}", False):
+            continue
+        where = f"salt/states/kolla/{service}/defaults.yaml"
+        try:
+            definition = renderer.definition(service)
+        except (jinja2.TemplateError, yaml.YAMLError) as error:
+            problems.append(f"{where}: {error}")
+            continue
+        role = definition.get("role", "control")
+        if not any(fnmatch.fnmatch(minion_id, pattern) for pattern in settings["roles"].get(role, [])):
+            continue
+        set_path = f"{top}/{service}"
+        overrides = {}
+        override_dir = overrides_root / service
+        if override_dir.is_dir():
+            overrides = {p.name: p for p in sorted(override_dir.iterdir()) if p.is_file()}
+        used_overrides = set()
+        entry = {"name": service, "set": set_path, "containers": [], "jobs": []}
+        for cname, container in (definition.get("containers") or {}).items():
+            cwhere = f"{where}: containers.{cname}"
+            files = []
+            rendered = {}
+            for cfg in container.get("config_files", []):
+                name = cfg["template"].removesuffix(".j2")
+                try:
+                    text = renderer.template(service, cfg["template"])
+                except jinja2.TemplateError as error:
+                    problems.append(f"salt/states/kolla/{service}/templates/{cfg['template']}: {error}")
+                    continue
+                if name in overrides:
+                    used_overrides.add(name)
+                    try:
+                        text = merge(name, text, overrides[name].read_text(), str(overrides[name]))
+                    except ValidationError as error:
+                        problems.extend(error.problems)
+                files.append((name, cfg))
+                rendered[name] = text
+            rendered["config.json"] = _config_json(container, files)
+            spec_data = {k: v for k, v in container.items()
+                         if k not in ("command", "run_as", "config_files", "permissions")}
+            spec_data.update(name=prefix + cname, image=renderer.image(container["image"]), set_path=set_path,
+                             config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
+            try:
+                ContainerSpec.from_dict(spec_data, cwhere)
+            except ValidationError as error:
+                problems.extend(error.problems)
+            entry["containers"].append({"spec": spec_data, "files": rendered})
+        for jname, job in (definition.get("jobs") or {}).items():
+            jwhere = f"{where}: jobs.{jname}"
+            job = dict(job)
+            config_from = job.pop("config_from", None)
+            job.update(name=prefix + jname, image=renderer.image(job["image"]), set_path=set_path,
+                       restart_policy="no")
+            if config_from:
+                job["config_dir"] = os.path.join(settings["node_config_directory"], prefix + config_from)
+            try:
+                ContainerSpec.from_dict(job, jwhere)
+            except ValidationError as error:
+                problems.extend(error.problems)
+            entry["jobs"].append(job)
+        for name in sorted(set(overrides) - used_overrides):
+            problems.append(f"{overrides[name]}: {service} has no config file '{name}' "
+                            f"(it has: {', '.join(sorted({c['template'].removesuffix('.j2') for cn in (definition.get('containers') or {}).values() for c in cn.get('config_files', [])})) or 'none'})")
+        services.append(entry)
+    if problems:
+        raise ValidationError(problems)
+    return services
+
+
+def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
+    """Everything a host needs, under the key `kolla`."""
+    settings = load_settings(config_dir, warnings)
+    passwords = load_passwords(config_dir)
+    host = {"api_interface_address": interface_address(settings, interfaces or local_interfaces())}
+    services = build_services(settings, passwords, host, config_dir, minion_id)
+    return {"kolla": {"settings": {**settings, **host}, "passwords": passwords, "services": services}}
+
+
+def local_interfaces():
+    """{interface: [IPv4 addresses]} of this host, like the ip4_interfaces grain."""
+    import subprocess
+    out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True).stdout
+    return {link["ifname"]: [a["local"] for a in link.get("addr_info", [])] for link in json.loads(out)}

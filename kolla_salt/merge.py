@@ -1,0 +1,81 @@
+"""Merging operator overrides into generated config files.
+
+INI files are merged section by section and key by key (an override wins,
+new sections and keys are added), YAML files are deep-merged; anything else is
+replaced by the override. Like kolla-ansible's merge_configs, but with errors
+that name the file and line.
+"""
+import yaml
+
+from .errors import ValidationError
+
+INI_SUFFIXES = (".conf", ".ini", ".cfg")
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+def parse_ini(text, where):
+    """[(section, [(key, value)])] in file order; keys before any section go to DEFAULT.
+
+    Hand-rolled rather than configparser: keys keep their case and repeated
+    keys (oslo.config multi-valued options) survive.
+    """
+    sections = {"DEFAULT": []}       # dicts keep insertion (file) order
+    current = sections["DEFAULT"]
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            if not line.endswith("]") or len(line) < 3:
+                raise ValidationError([f"{where}:{number}: malformed section header {raw!r}"])
+            current = sections.setdefault(line[1:-1].strip(), [])
+            continue
+        if "=" not in line:
+            raise ValidationError([f"{where}:{number}: expected 'key = value', got {raw!r}"])
+        key, _, value = line.partition("=")
+        current.append((key.strip(), value.strip()))
+    return [(name, items) for name, items in sections.items() if items or name != "DEFAULT"]
+
+
+def merge_ini(base, override, where):
+    merged = {name: list(items) for name, items in parse_ini(base, "(generated)")}
+    order = list(merged)
+    for name, items in parse_ini(override, where):
+        if name not in merged:
+            merged[name] = []
+            order.append(name)
+        override_keys = {key for key, _ in items}
+        merged[name] = [(k, v) for k, v in merged[name] if k not in override_keys] + items
+    out = []
+    for name in order:
+        if merged[name] or name != "DEFAULT":
+            out.append(f"[{name}]")
+            out.extend(f"{key} = {value}" for key, value in merged[name])
+            out.append("")
+    return "\n".join(out)
+
+
+def deep_merge(base, override):
+    if isinstance(base, dict) and isinstance(override, dict):
+        result = dict(base)
+        for key, value in override.items():
+            result[key] = deep_merge(base[key], value) if key in base else value
+        return result
+    return override
+
+
+def merge_yaml(base, override, where):
+    try:
+        data = yaml.safe_load(override)
+    except yaml.YAMLError as error:
+        raise ValidationError([f"{where}: not valid YAML: {error}"])
+    return yaml.safe_dump(deep_merge(yaml.safe_load(base) or {}, data or {}), default_flow_style=False, sort_keys=False)
+
+
+def merge(filename, base, override, where):
+    """The generated `base` text of `filename` with the operator's `override` applied."""
+    if filename.endswith(INI_SUFFIXES):
+        return merge_ini(base, override, where)
+    if filename.endswith(YAML_SUFFIXES):
+        return merge_yaml(base, override, where)
+    return override

@@ -1,0 +1,216 @@
+"""The declarative container record and how two of them differ.
+
+A ContainerSpec is what an SLS declares for one container. It is validated
+with errors that name the key, normalised (capability names, namespaces,
+health check units) and reduced to a canonical form whose hash goes into the
+container's labels. Comparing canonical forms, not what Docker reports back,
+decides whether a container must change: no endless re-creation when the
+engine adds a field, and a readable diff for the operator.
+"""
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+
+from .errors import ValidationError
+
+HOST_NAMESPACES = ("net", "pid", "ipc", "uts")
+RESTART_POLICIES = ("always", "unless-stopped", "on-failure", "no")
+CONFIG_MOUNT = "/var/lib/kolla/config_files"
+
+# Labels every managed container carries.
+LABEL_NAME = "kolla.name"            # the container's managed name
+LABEL_SET = "kolla.set"              # its path in the container-set tree
+LABEL_GENERATION = "kolla.generation"
+LABEL_SPEC_HASH = "kolla.spec-hash"
+LABEL_SPEC = "kolla.spec"            # canonical spec, environment values hashed
+LABEL_CONFIG_HASH = "kolla.config-hash"
+LABEL_JOB = "kolla.job"
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    test: tuple            # a command run in the container (CMD form)
+    interval: int = 10     # seconds
+    timeout: int = 5
+    retries: int = 3
+    start_period: int = 5
+
+    def to_docker(self):
+        """The Docker SDK wants nanoseconds."""
+        ns = 1_000_000_000
+        return {"test": ["CMD", *self.test], "interval": self.interval * ns,
+                "timeout": self.timeout * ns, "retries": self.retries,
+                "start_period": self.start_period * ns}
+
+
+@dataclass(frozen=True)
+class ContainerSpec:
+    name: str
+    image: str
+    set_path: str = ""
+    command: tuple | None = None
+    environment: dict = field(default_factory=dict)
+    volumes: tuple = ()               # "source:dest[:ro]"; source absolute = bind mount, else named volume
+    host_namespaces: tuple = ()       # subset of HOST_NAMESPACES
+    privileged: bool = False
+    cap_add: tuple = ()
+    devices: tuple = ()
+    user: str | None = None
+    restart_policy: str = "always"
+    healthcheck: HealthCheck | None = None
+    labels: dict = field(default_factory=dict)
+    reasons: dict = field(default_factory=dict)   # why each namespace/capability/privilege is needed
+    stop_timeout: int = 10
+    config_dir: str | None = None     # host folder mounted read-only at CONFIG_MOUNT
+
+    # -- construction -----------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data, where):
+        """Builds a spec from pillar/SLS data; `where` names its origin in errors."""
+        problems = []
+        if not isinstance(data, dict):
+            raise ValidationError([f"{where}: expected a mapping, got {type(data).__name__}"])
+        known = {f.name for f in fields(cls)}
+        for key in data:
+            if key not in known:
+                problems.append(f"{where}.{key}: unknown key (known: {', '.join(sorted(known))})")
+
+        def get(key, kind, default=None, convert=None):
+            value = data.get(key, default)
+            if value is None or isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+                return convert(value) if convert and value is not None else value
+            problems.append(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, "
+                            f"got {type(value).__name__} {value!r}")
+            return default
+
+        def text_list(key):
+            value = data.get(key) or []
+            if isinstance(value, str) and key == "command":
+                return (value,)
+            if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, int)) for v in value):
+                problems.append(f"{where}.{key}: expected a list of strings, got {value!r}")
+                return ()
+            return tuple(str(v) for v in value)
+
+        def str_map(key):
+            value = data.get(key) or {}
+            if not isinstance(value, dict):
+                problems.append(f"{where}.{key}: expected a mapping, got {type(value).__name__}")
+                return {}
+            out = {}
+            for k, v in value.items():
+                if isinstance(v, (dict, list)) or v is None:
+                    problems.append(f"{where}.{key}.{k}: expected a scalar value, got {v!r}")
+                else:
+                    out[str(k)] = str(v).lower() if isinstance(v, bool) else str(v)
+            return out
+
+        name = get("name", str)
+        image = get("image", str)
+        if not name:
+            problems.append(f"{where}.name: required")
+        if not image:
+            problems.append(f"{where}.image: required")
+        namespaces = text_list("host_namespaces")
+        for ns in namespaces:
+            if ns not in HOST_NAMESPACES:
+                problems.append(f"{where}.host_namespaces: '{ns}' is not one of {', '.join(HOST_NAMESPACES)}")
+        restart = get("restart_policy", str, "always")
+        if restart not in RESTART_POLICIES:
+            problems.append(f"{where}.restart_policy: '{restart}' is not one of {', '.join(RESTART_POLICIES)}")
+        volumes = text_list("volumes")
+        for volume in volumes:
+            parts = volume.split(":")
+            if len(parts) not in (2, 3) or not parts[1].startswith("/") or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+                problems.append(f"{where}.volumes: '{volume}' is not SOURCE:/DEST[:ro|rw]")
+        caps = tuple(sorted({normalise_capability(c) for c in text_list("cap_add")}))
+        privileged = get("privileged", bool, False)
+        reasons = str_map("reasons")
+        for needs in [*namespaces, *caps, *(["privileged"] if privileged else [])]:
+            if needs not in reasons:
+                problems.append(f"{where}.reasons.{needs}: missing; say why the container needs it")
+        healthcheck = None
+        raw_check = data.get("healthcheck")
+        if raw_check is not None:
+            if not isinstance(raw_check, dict) or not raw_check.get("test"):
+                problems.append(f"{where}.healthcheck: expected a mapping with a 'test' command")
+            else:
+                check_where = f"{where}.healthcheck"
+                numbers = {}
+                for key in ("interval", "timeout", "retries", "start_period"):
+                    if key in raw_check:
+                        value = raw_check[key]
+                        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                            problems.append(f"{check_where}.{key}: expected a whole number of seconds, got {value!r}")
+                        else:
+                            numbers[key] = value
+                test = raw_check["test"]
+                healthcheck = HealthCheck(test=tuple(test) if isinstance(test, list) else (str(test),), **numbers)
+        stop_timeout = get("stop_timeout", int, 10)
+        command = text_list("command") if data.get("command") is not None else None
+        if problems:
+            raise ValidationError(problems)
+        return cls(
+            name=name, image=image, set_path=get("set_path", str, "") or "", command=command,
+            environment=str_map("environment"), volumes=volumes, host_namespaces=tuple(sorted(set(namespaces))),
+            privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
+            restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
+            stop_timeout=stop_timeout, config_dir=get("config_dir", str))
+
+    # -- identity ---------------------------------------------------------------
+    def canonical(self):
+        """Plain, ordered data; environment values are hashed so labels leak no secret."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "environment":
+                value = {k: _short_hash(v) for k, v in sorted(value.items())}
+            elif f.name == "healthcheck" and value is not None:
+                value = {"test": list(value.test), "interval": value.interval, "timeout": value.timeout,
+                         "retries": value.retries, "start_period": value.start_period}
+            elif isinstance(value, tuple):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(sorted(value.items()))
+            out[f.name] = value
+        return out
+
+    def spec_hash(self):
+        return _short_hash(json.dumps(self.canonical(), sort_keys=True))
+
+
+def normalise_capability(name):
+    name = str(name).upper()
+    return name[4:] if name.startswith("CAP_") else name
+
+
+def _short_hash(text):
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def diff(old, new):
+    """Readable differences between two canonical specs: {field: 'old -> new'}.
+
+    Environment changes name the keys only: values may be secrets.
+    """
+    changes = {}
+    for key in sorted(set(old) | set(new)):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        if key == "environment":
+            before, after = before or {}, after or {}
+            keys = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+            changes[key] = "changed: " + ", ".join(
+                f"{k} ({'added' if k not in before else 'removed' if k not in after else 'new value'})" for k in keys)
+        else:
+            changes[key] = f"{json.dumps(before)} -> {json.dumps(after)}"
+    return changes
+
+
+def config_hash(files):
+    """Hash of a container's rendered config files, {relative name: text}."""
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return digest.hexdigest()[:16]
