@@ -212,7 +212,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
         if override_dir.is_dir():
             overrides = {p.name: p for p in sorted(override_dir.iterdir()) if p.is_file()}
         used_overrides = set()
-        entry = {"name": service, "set": set_path, "containers": [], "jobs": []}
+        entry = {"name": service, "set": set_path, "containers": [], "jobs": [], "post_jobs": []}
         for cname, container in (definition.get("containers") or {}).items():
             cwhere = f"{where}: containers.{cname}"
             files = []
@@ -246,6 +246,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
             jwhere = f"{where}: jobs.{jname}"
             job = dict(job)
             config_from = job.pop("config_from", None)
+            after_containers = job.pop("after_containers", False)
             job.update(name=prefix + jname, image=renderer.image(job["image"]), set_path=set_path,
                        restart_policy="no")
             if config_from:
@@ -254,7 +255,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
                 ContainerSpec.from_dict(job, jwhere)
             except ValidationError as error:
                 problems.extend(error.problems)
-            entry["jobs"].append(job)
+            entry["post_jobs" if after_containers else "jobs"].append(job)
         for name in sorted(set(overrides) - used_overrides):
             problems.append(f"{overrides[name]}: {service} has no config file '{name}' "
                             f"(it has: {', '.join(sorted({c['template'].removesuffix('.j2') for cn in (definition.get('containers') or {}).values() for c in cn.get('config_files', [])})) or 'none'})")

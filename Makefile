@@ -1,0 +1,28 @@
+# kolla-salt: `make deploy` brings up the all-in-one cloud, `make test` runs every test.
+VENV      ?= .venv
+KOLLA     := $(VENV)/bin/kolla-salt
+CONFIG    ?= /etc/kolla-salt
+export KOLLA_SALT_CONFIG_DIR := $(CONFIG)
+
+.PHONY: help setup build deploy test unit destroy
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+setup:  ## prepare this host: venv, Docker engine, debootstrap (idempotent)
+	@bash scripts/setup-host.sh
+
+build: setup  ## build every image (unchanged ones are skipped)
+	$(KOLLA) build
+
+deploy: setup  ## prepare the host, build images, deploy the all-in-one cloud
+	@bash scripts/deploy-aio.sh
+
+test: setup  ## run the whole suite (unit, functional, integration)
+	@bash scripts/run-tests.sh
+
+unit: setup  ## only the unit tests (no Docker needed)
+	$(VENV)/bin/pytest -q tests/unit
+
+destroy: setup  ## remove the all-in-one containers (asks; keeps volumes)
+	$(KOLLA) destroy

@@ -1,0 +1,325 @@
+"""kolla-salt: build images, deploy, reconfigure, upgrade and roll back
+containerized OpenStack with Salt. Every subcommand has --help."""
+import argparse
+import json
+import os
+import secrets as random_secrets
+import socket
+import sys
+from pathlib import Path
+
+import yaml
+
+from . import paths
+from .errors import KollaError, ValidationError
+
+EXIT_INVALID = 2
+
+
+def _settings(args, warnings=None):
+    from .inventory import load_settings
+    return load_settings(args.config_dir, warnings)
+
+
+def _client():
+    import docker
+    return docker.from_env(timeout=600)
+
+
+def _validated_pillar(args):
+    """Validates every operator file; prints warnings; raises ValidationError."""
+    from .inventory import build_pillar
+    warnings = []
+    pillar = build_pillar(args.config_dir, minion_id=socket.gethostname(), warnings=warnings)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return pillar
+
+
+def _select(pillar, names, where="--services"):
+    services = pillar["kolla"]["services"]
+    if not names:
+        return services
+    known = [s["name"] for s in services]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValidationError([f"{where}: unknown or disabled service '{n}' (deployable here: "
+                               f"{', '.join(known)})" for n in unknown])
+    return [s for s in services if s["name"] in names]
+
+
+def _split(text):
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+# -- commands --------------------------------------------------------------------------
+def cmd_genpwd(args):
+    """Fills missing passwords, keeps existing ones; the file is mode 0600."""
+    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
+    path = Path(args.config_dir) / "passwords.yml"
+    current = yaml.safe_load(path.read_text()) if path.exists() else {}
+    current = current or {}
+    added = [k for k in wanted if not current.get(k)]
+    for key in added:
+        current[key] = random_secrets.token_urlsafe(24)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(current, f, default_flow_style=False)
+    os.chmod(path, 0o600)
+    print(f"{path}: {len(added)} password(s) generated, {len(current) - len(added)} kept (mode 0600)")
+
+
+def cmd_validate(args):
+    pillar = _validated_pillar(args)
+    services = pillar["kolla"]["services"]
+    print(f"{args.config_dir}: valid; {len(services)} service(s) for this host: "
+          + ", ".join(s["name"] for s in services))
+
+
+def cmd_releases(args):
+    from .releases import load_releases
+    for name, release in load_releases().items():
+        types = [t for t in ("binary", "source") if release.get(t)]
+        versions = ", ".join(f"{p} {v}" for p, v in (release.get("source") or {}).items())
+        print(f"{name}\t{release['series']}\t{'/'.join(types)}\t{versions}")
+
+
+def cmd_build(args):
+    from .build import Builder
+    settings = _settings(args)
+    if args.release:
+        settings = _with_release(args, settings)
+    builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
+    result = builder.build(args.images or None, force=args.force)
+    built = [n for n, r in result.items() if r == "built"]
+    print(f"[build] done: {len(built)} built, {len(result) - len(built)} unchanged")
+
+
+def _with_release(args, settings):
+    """Settings as they would be with openstack_release = args.release."""
+    from .inventory import load_settings
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        user = yaml.safe_load((Path(args.config_dir) / "globals.yml").read_text()) \
+            if (Path(args.config_dir) / "globals.yml").exists() else {}
+        user = dict(user or {}, openstack_release=args.release, openstack_tag="")
+        if "kolla_install_type" not in user and not _release(args.release).get("binary"):
+            user["kolla_install_type"] = "source"
+        Path(tmp, "globals.yml").write_text(yaml.safe_dump(user))
+        return load_settings(tmp)
+
+
+def _release(name):
+    from .releases import load_releases
+    releases = load_releases()
+    if name not in releases:
+        raise ValidationError([f"--release: unknown release '{name}' (known: {', '.join(releases)})"])
+    return releases[name]
+
+
+def _check_images(services):
+    import docker.errors
+    client = _client()
+    missing = []
+    for service in services:
+        for spec in [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"]:
+            try:
+                client.images.get(spec["image"])
+            except docker.errors.ImageNotFound:
+                missing.append(f"{service['name']}: image {spec['image']} is not on this host "
+                               f"(run `kolla-salt build`)")
+    if missing:
+        raise ValidationError(sorted(set(missing)))
+
+
+def _state_apply(args, pillar, sls, extra_pillar=None, test=False):
+    from .saltcall import salt_call
+    settings = pillar["kolla"]["settings"]
+    cli_pillar = json.dumps(extra_pillar or {})
+    salt_args = ["state.apply", sls, f"pillar={cli_pillar}"] + (["test=True"] if test else [])
+    code, data = salt_call(args.config_dir, settings["kolla_state_directory"], salt_args,
+                           secrets=pillar["kolla"]["passwords"].values())
+    return code, data
+
+
+def summarise(data, out=print):
+    """Prints what changed and what failed; returns (changed, failed, total)."""
+    if not isinstance(data, dict):
+        out(str(data))
+        return 0, 1, 0
+    changed = failed = 0
+    for _, ret in sorted(data.items(), key=lambda item: item[1].get("__run_num__", 0)):
+        if ret.get("result") is False:
+            failed += 1
+            out(f"FAILED  {ret.get('name')}: {ret.get('comment')}")
+        elif ret.get("changes"):
+            changed += 1
+            word = "WOULD" if ret.get("result") is None else "changed"
+            out(f"{word:7} {ret.get('name')}: {ret.get('comment')}")
+            for key, value in ret["changes"].items():
+                out(f"          {key}: {value}")
+    return changed, failed, len(data)
+
+
+def cmd_deploy(args):
+    pillar = _validated_pillar(args)
+    services = _select(pillar, _split(args.services))
+    _check_images(services)
+    names = [s["name"] for s in services]
+    print(f"[deploy] {'checking' if args.test else 'deploying'} {', '.join(names)} (salt-call --local state.apply kolla.deploy)",
+          flush=True)
+    code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names}, test=args.test)
+    changed, failed, total = summarise(data)
+    print(f"[deploy] {total} states: {changed} changed, {failed} failed")
+    if code == 0 and failed == 0 and not args.test and any(n == "keystone" for n in names):
+        from .clouds import write_client_files
+        for path in write_client_files(args.config_dir, pillar):
+            print(f"[deploy] wrote {path}")
+    return 0 if code == 0 and failed == 0 else 1
+
+
+def cmd_status(args):
+    from .status import collect, render
+    rows = collect(_client(), _settings(args))
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print(render(rows))
+
+
+def cmd_logs(args):
+    client = _client()
+    import docker.errors
+    try:
+        container = client.containers.get(args.container)
+    except docker.errors.NotFound:
+        raise KollaError(f"logs: no container named {args.container}")
+    tail = args.tail if args.tail is not None else "all"
+    if args.follow:
+        for chunk in container.logs(stream=True, follow=True, tail=tail):
+            sys.stdout.write(chunk.decode(errors="replace"))
+            sys.stdout.flush()
+    else:
+        sys.stdout.write(container.logs(tail=tail).decode(errors="replace"))
+
+
+def cmd_rollback(args):
+    from .containers import ContainerManager
+    settings = _settings(args)
+    manager = ContainerManager(_client(), settings["kolla_state_directory"],
+                               settings["container_health_timeout"], settings["generations_kept"],
+                               out=lambda m: print(f"[rollback] {m}", flush=True))
+    names = [args.container] if args.container else _set_containers(args, settings, reverse=True)
+    for name in names:
+        target, new = manager.rollback(name)
+        print(f"[rollback] {name}: generation {new} runs what generation {target} ran")
+
+
+def _set_containers(args, settings, reverse=False):
+    """Containers of a set (top-level or service), in tree order."""
+    from .status import collect
+    rows = [r for r in collect(_client(), settings) if r["set"] == args.set or r["set"].startswith(args.set + "/")
+            or r["set"].endswith("/" + args.set)]
+    if not rows:
+        raise ValidationError([f"--set: no deployed container belongs to a set named '{args.set}'"])
+    names = [r["name"] for r in rows]
+    return names[::-1] if reverse else names
+
+
+def cmd_stop(args):
+    client = _client()
+    from .spec import LABEL_NAME, LABEL_SET
+    wanted = set(_split(args.services))
+    for container in client.containers.list(filters={"label": LABEL_NAME}):
+        service = container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1]
+        if not wanted or service in wanted:
+            container.stop()
+            print(f"[stop] {container.name} stopped")
+
+
+def cmd_destroy(args):
+    from .spec import LABEL_NAME, LABEL_JOB
+    client = _client()
+    settings = _settings(args)
+    prefix = settings["container_name_prefix"]
+    containers = [c for c in client.containers.list(all=True, filters={"label": LABEL_NAME})
+                  if c.labels[LABEL_NAME].startswith(prefix)]
+    containers += [c for c in client.containers.list(all=True, filters={"label": LABEL_JOB})
+                   if c.name.startswith(prefix)]
+    volumes = sorted({m["Name"] for c in containers for m in c.attrs["Mounts"] if m["Type"] == "volume"})
+    if not args.yes_i_really_mean_it:
+        print(f"This removes {len(containers)} container(s)"
+              + (f" and {len(volumes)} volume(s) with their data" if args.remove_volumes else
+                 f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
+        if input("Type 'yes' to go on: ").strip() != "yes":
+            print("destroy: nothing done")
+            return 1
+    for container in containers:
+        container.remove(force=True)
+        print(f"[destroy] removed container {container.name}")
+    if args.remove_volumes:
+        for name in volumes:
+            client.volumes.get(name).remove()
+            print(f"[destroy] removed volume {name}")
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="kolla-salt", description=__doc__)
+    parser.add_argument("--config-dir", default=str(paths.config_dir()),
+                        help="operator folder with globals.yml, passwords.yml, config/ "
+                             "(default: $KOLLA_SALT_CONFIG_DIR or /etc/kolla-salt)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name, func, help_text):
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("build", cmd_build, "build images (parents first; unchanged images are not rebuilt)")
+    p.add_argument("images", nargs="*", help="image folders under images/ (default: all)")
+    p.add_argument("--release", help="build this release's images (see `kolla-salt releases`)")
+    p.add_argument("--force", action="store_true", help="rebuild even if unchanged")
+    p = add("deploy", cmd_deploy, "deploy or reconfigure the services of this host (salt-call --local)")
+    p.add_argument("--services", help="comma-separated services (default: all enabled)")
+    p.add_argument("--test", action="store_true", help="show what would change; change nothing")
+    p = add("reconfigure", cmd_deploy, "same as deploy: re-render config, restart what changed")
+    p.add_argument("--services", help="comma-separated services (default: all enabled)")
+    p.add_argument("--test", action="store_true", help="show what would change; change nothing")
+    add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
+    add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml (keeps existing ones)")
+    add("releases", cmd_releases, "list known OpenStack releases, oldest first")
+    p = add("status", cmd_status, "show the container-set tree with state, health, image, generation")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p = add("logs", cmd_logs, "show a container's logs")
+    p.add_argument("container")
+    p.add_argument("-f", "--follow", action="store_true")
+    p.add_argument("--tail", type=int)
+    p = add("rollback", cmd_rollback, "return a container or a set to its last known good generation")
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("container", nargs="?")
+    group.add_argument("--set", help="a set name or path (containers roll back in reverse order)")
+    p = add("stop", cmd_stop, "stop running containers (default: all managed ones)")
+    p.add_argument("--services", help="comma-separated services")
+    p = add("destroy", cmd_destroy, "remove all managed containers (asks first; keeps volumes)")
+    p.add_argument("--remove-volumes", action="store_true", help="also remove named volumes and their data")
+    p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except ValidationError as error:
+        print("error: invalid input, nothing was changed:", file=sys.stderr)
+        for problem in error.problems:
+            print(f"  - {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    except KollaError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

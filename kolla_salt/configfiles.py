@@ -1,0 +1,36 @@
+"""Writing a container's rendered config folder (files 0600, folder 0700).
+
+Reports which files changed by name only: their contents hold secrets.
+"""
+import os
+from pathlib import Path
+
+
+def plan_folder(folder, files):
+    """{'added'|'changed'|'removed': [names]} that writing `files` into `folder` would do."""
+    folder = Path(folder)
+    current = {}
+    if folder.is_dir():
+        current = {p.name: p.read_text() for p in folder.iterdir() if p.is_file()}
+    changes = {
+        "added": sorted(set(files) - set(current)),
+        "changed": sorted(n for n in files if n in current and current[n] != files[n]),
+        "removed": sorted(set(current) - set(files)),
+    }
+    return {k: v for k, v in changes.items() if v}
+
+
+def write_folder(folder, files):
+    changes = plan_folder(folder, files)
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(folder, 0o700)
+    for name in changes.get("added", []) + changes.get("changed", []):
+        tmp = folder / f".{name}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(files[name])
+        os.replace(tmp, folder / name)
+    for name in changes.get("removed", []):
+        (folder / name).unlink()
+    return changes

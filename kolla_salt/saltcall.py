@@ -1,0 +1,60 @@
+"""Running the checkout's states masterless: `salt-call --local` with a
+minion config generated under the state folder (no /etc/salt needed, nothing
+else on the host is touched)."""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from . import paths
+from .containers import redact
+
+LOG_DIR = Path("/var/log/kolla-salt")
+
+
+def minion_config(config_dir, state_dir, minion_id=None):
+    """Writes <state_dir>/salt/minion and returns the folder (salt-call -c)."""
+    root = Path(state_dir) / "salt"
+    opts = {
+        "id": minion_id or socket.gethostname(),
+        "file_client": "local",
+        "master_type": "disable",
+        "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
+        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]},
+        "module_dirs": [str(paths.REPO / "salt" / "_modules")],
+        "states_dirs": [str(paths.REPO / "salt" / "_states")],
+        "kolla_config_dir": str(config_dir),
+        "root_dir": str(root),
+        "cachedir": str(root / "cache"),
+        "pki_dir": str(root / "pki"),
+        "sock_dir": str(root / "sock"),
+        "pidfile": str(root / "minion.pid"),
+        "log_file": str(LOG_DIR / "salt-minion.log"),
+        "log_level_logfile": "warning",
+        "state_output": "changes",
+        "failhard": True,
+    }
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    (root / "minion").write_text(yaml.safe_dump(opts))
+    return root
+
+
+def salt_call(config_dir, state_dir, args, secrets=()):
+    """Runs salt-call --local; returns (exit code, parsed JSON return).
+
+    Progress lines the modules print go straight to the terminal (stderr)."""
+    conf = minion_config(config_dir, state_dir)
+    exe = Path(sys.executable).parent / "salt-call"
+    cmd = [str(exe), "--local", "-c", str(conf), "--out=json", "--retcode-passthrough", "-l", "quiet", *args]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    out = redact(proc.stdout, secrets)
+    try:
+        data = json.loads(out).get("local") if out.strip() else None
+    except json.JSONDecodeError:
+        data = out
+    return proc.returncode, data
