@@ -208,7 +208,7 @@ class ContainerManager:
         while True:
             container.reload()
             state = container.attrs["State"]
-            if state["Status"] in ("exited", "dead"):
+            if state["Status"] in ("exited", "dead") or state.get("Restarting") or container.attrs["RestartCount"]:
                 raise HealthTimeout(f"container {spec.name} exited with code {state['ExitCode']}:\n"
                                     + self._logs_tail(container))
             if state["Status"] == "running":

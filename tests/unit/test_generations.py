@@ -1,0 +1,37 @@
+from kolla_salt import generations
+from kolla_salt.containers import capabilities_missing_from_bounding_set, redact
+
+
+def test_generations_grow_and_last_good_skips_failed(tmp_path):
+    history = generations.History(tmp_path, "keystone")
+    assert history.last_generation() == 0
+    for number in (1, 2, 3):
+        history.add(number, {"image": f"ks:{number}"}, f"sha:{number}", "c")
+    history.set_outcome(1, generations.REPLACED)
+    history.set_outcome(2, generations.FAILED)
+    assert history.last_generation() == 3
+    assert history.last_good_before(3)["image"] == "ks:1"
+    assert history.last_good_before(1) is None
+    assert (history.file.stat().st_mode & 0o777) == 0o600
+
+
+def test_config_snapshot_is_a_copy(tmp_path):
+    source = tmp_path / "etc"
+    source.mkdir()
+    (source / "keystone.conf").write_text("[DEFAULT]\n")
+    history = generations.History(tmp_path / "state", "keystone")
+    snapshot = history.snapshot_config(4, source)
+    (source / "keystone.conf").write_text("changed")
+    assert (snapshot / "keystone.conf").read_text() == "[DEFAULT]\n"
+
+
+def test_missing_capabilities_come_from_the_bounding_set(tmp_path):
+    status = tmp_path / "status"
+    status.write_text("Name:\tx\nCapBnd:\t000001fffeffffff\n")
+    assert capabilities_missing_from_bounding_set(str(status)) == ["SYS_RESOURCE"]
+    status.write_text("CapBnd:\t000001ffffffffff\n")
+    assert capabilities_missing_from_bounding_set(str(status)) == []
+
+
+def test_redact_hides_every_secret():
+    assert redact("user admin pass s3cr3tpw", ["s3cr3tpw", ""]) == "user admin pass ********"

@@ -1,0 +1,28 @@
+import pytest
+
+from kolla_salt.errors import ValidationError
+from kolla_salt.merge import merge
+
+GENERATED = "[DEFAULT]\ndebug = False\nlog_dir = /var/log\n\n[database]\nconnection = mysql://x\n"
+
+
+def test_ini_override_wins_key_by_key_and_adds_sections():
+    out = merge("keystone.conf", GENERATED, "[DEFAULT]\ndebug = True\n[cache]\nenabled = true\n", "o")
+    assert "debug = True" in out and "debug = False" not in out
+    assert "log_dir = /var/log" in out and "connection = mysql://x" in out
+    assert "[cache]\nenabled = true" in out
+
+
+def test_ini_keeps_key_case_and_repeated_keys():
+    out = merge("a.conf", "[x]\nKey = 1\n", "[x]\nmulti = a\nmulti = b\n", "o")
+    assert "Key = 1" in out and out.count("multi =") == 2
+
+
+def test_broken_override_names_file_and_line():
+    with pytest.raises(ValidationError, match=r"config/keystone/keystone.conf:2: expected 'key = value'"):
+        merge("keystone.conf", GENERATED, "[DEFAULT]\nthis is not ini\n", "config/keystone/keystone.conf")
+
+
+def test_yaml_is_deep_merged():
+    out = merge("policy.yaml", "a: {b: 1, c: 2}\n", "a: {c: 3}\nd: 4\n", "o")
+    assert "b: 1" in out and "c: 3" in out and "d: 4" in out

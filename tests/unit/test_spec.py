@@ -1,0 +1,55 @@
+import pytest
+
+from kolla_salt.errors import ValidationError
+from kolla_salt.spec import ContainerSpec, diff, normalise_capability
+
+BASE = {"name": "keystone", "image": "ns/keystone:1", "environment": {"A": "1"}}
+
+
+def spec(**changes):
+    return ContainerSpec.from_dict({**BASE, **changes}, where="test")
+
+
+def test_same_data_same_hash_and_order_does_not_matter():
+    a = spec(cap_add=["net_admin", "CAP_SYS_TIME"], reasons={"NET_ADMIN": "x", "SYS_TIME": "y"})
+    b = spec(cap_add=["SYS_TIME", "NET_ADMIN"], reasons={"SYS_TIME": "y", "NET_ADMIN": "x"})
+    assert a.spec_hash() == b.spec_hash()
+    assert normalise_capability("cap_net_raw") == "NET_RAW"
+
+
+def test_environment_change_is_reported_by_key_without_values():
+    changes = diff(spec().canonical(), spec(environment={"A": "secret-2", "B": "x"}).canonical())
+    assert changes == {"environment": "changed: A (new value), B (added)"}
+    assert "secret-2" not in str(spec(environment={"A": "secret-2"}).canonical())
+
+
+def test_image_change_reads_old_to_new():
+    assert diff(spec().canonical(), spec(image="ns/keystone:2").canonical()) == {
+        "image": '"ns/keystone:1" -> "ns/keystone:2"'}
+
+
+def test_every_problem_is_reported_with_its_key():
+    with pytest.raises(ValidationError) as error:
+        ContainerSpec.from_dict({"name": "x", "image": "i", "stop_timeout": "soon", "restart_policy": "sometimes",
+                                 "host_namespaces": ["net", "time"], "volumes": ["data"], "colour": "red"},
+                                where="pillar:x")
+    text = str(error.value)
+    for expected in ["pillar:x.stop_timeout: expected int, got str 'soon'",
+                     "pillar:x.restart_policy: 'sometimes' is not one of",
+                     "pillar:x.host_namespaces: 'time' is not one of",
+                     "pillar:x.volumes: 'data' is not SOURCE:/DEST[:ro|rw]",
+                     "pillar:x.colour: unknown key",
+                     "pillar:x.reasons.net: missing"]:
+        assert expected in text
+
+
+def test_privileges_need_a_reason():
+    with pytest.raises(ValidationError, match="reasons.privileged: missing"):
+        spec(privileged=True)
+    assert spec(privileged=True, reasons={"privileged": "libvirt manages VMs"}).privileged
+
+
+def test_health_check_durations_go_to_docker_in_nanoseconds():
+    check = spec(healthcheck={"test": ["kolla_check", "tcp", "127.0.0.1:1"], "interval": 2}).healthcheck
+    assert check.to_docker()["interval"] == 2_000_000_000
+    assert check.to_docker()["test"] == ["CMD", "kolla_check", "tcp", "127.0.0.1:1"]
