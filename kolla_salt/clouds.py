@@ -1,0 +1,36 @@
+"""Client files for the admin of a deployed cloud: clouds.yaml (cloud
+`kolla-admin`) and admin-openrc.sh, both 0600 beside globals.yml."""
+import os
+from pathlib import Path
+
+import yaml
+
+CLOUD_NAME = "kolla-admin"
+
+
+def keystone_url(settings):
+    return f"http://{settings['api_interface_address']}:{settings['keystone_public_port']}/v3"
+
+
+def _write_private(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o600)
+
+
+def write_client_files(config_dir, pillar):
+    settings, passwords = pillar["kolla"]["settings"], pillar["kolla"]["passwords"]
+    auth = {"auth_url": keystone_url(settings), "username": settings["keystone_admin_user"],
+            "password": passwords["keystone_admin_password"], "project_name": settings["keystone_admin_project"],
+            "user_domain_name": "Default", "project_domain_name": "Default"}
+    clouds = {"clouds": {CLOUD_NAME: {"auth": auth, "region_name": settings["openstack_region_name"],
+                                      "interface": "public", "identity_api_version": 3}}}
+    clouds_path = Path(config_dir) / "clouds.yaml"
+    _write_private(clouds_path, yaml.safe_dump(clouds, default_flow_style=False))
+    openrc = "".join(f"export OS_{key.upper()}='{value}'\n" for key, value in auth.items())
+    openrc += (f"export OS_REGION_NAME='{settings['openstack_region_name']}'\n"
+               "export OS_IDENTITY_API_VERSION=3\nexport OS_INTERFACE=public\n")
+    openrc_path = Path(config_dir) / "admin-openrc.sh"
+    _write_private(openrc_path, openrc)
+    return [clouds_path, openrc_path]
