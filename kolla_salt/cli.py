@@ -179,6 +179,38 @@ def cmd_deploy(args):
     return 0 if code == 0 and failed == 0 else 1
 
 
+def cmd_upgrade(args):
+    """Upgrade = converge to the (new) release in tree order, one container at a time:
+    images first, then per service its jobs (schema migrations) and atomic swaps."""
+    if args.release:
+        _release(args.release)
+        _set_global(args.config_dir, "openstack_release", args.release)
+    pillar = _validated_pillar(args)
+    services = _select(pillar, _split(args.services))
+    if args.set:
+        services = [s for s in services if args.set in (s["set"], s["set"].split("/")[0], s["name"])]
+        if not services:
+            raise ValidationError([f"--set: no enabled service belongs to a set named '{args.set}'"])
+    settings = pillar["kolla"]["settings"]
+    print(f"[upgrade] release {settings['openstack_release']} ({settings['openstack_tag']}): "
+          f"{', '.join(s['name'] for s in services)}", flush=True)
+    from .build import Builder
+    images = sorted({spec["image"].split("/")[-1].split(":")[0] for s in services
+                     for spec in [c["spec"] for c in s["containers"]] + s["jobs"] + s["post_jobs"]})
+    Builder(_client(), settings, out=lambda m: print(m, flush=True)).build(images)
+    args.services, args.test = ",".join(s["name"] for s in services), False
+    return cmd_deploy(args)
+
+
+def _set_global(config_dir, key, value):
+    path = Path(config_dir) / "globals.yml"
+    data = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
+    if data.get(key) != value:
+        print(f"[upgrade] {path}: {key}: {data.get(key)!r} -> {value!r}")
+        data[key] = value
+        path.write_text(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
+
+
 def cmd_status(args):
     from .status import collect, render
     rows = collect(_client(), _settings(args))
@@ -286,6 +318,11 @@ def build_parser():
     p = add("reconfigure", cmd_deploy, "same as deploy: re-render config, restart what changed")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--test", action="store_true", help="show what would change; change nothing")
+    p = add("upgrade", cmd_upgrade, "upgrade in container-set tree order; a failed container "
+                                    "is rolled back to its previous generation and the run stops")
+    p.add_argument("--services", help="comma-separated services (default: all enabled)")
+    p.add_argument("--set", help="only the services of this set (top-level set or service name)")
+    p.add_argument("--release", help="the release to upgrade to (written to globals.yml)")
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
     add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml (keeps existing ones)")
     add("releases", cmd_releases, "list known OpenStack releases, oldest first")

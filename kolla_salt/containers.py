@@ -113,6 +113,10 @@ class ContainerManager:
         if labels.get(LABEL_SPEC_HASH) != spec.spec_hash():
             old = json.loads(labels.get(LABEL_SPEC, "{}"))
             changes.update(diff(old, spec.canonical()) or {"spec": "changed"})
+            if set(changes) == {"image"} and image.id == current.image.id:
+                # The same image under another tag (e.g. an infrastructure image
+                # tagged for a new release): nothing would change inside.
+                changes = {}
         elif image.id != current.image.id:
             changes["image"] = f"{spec.image} was rebuilt ({current.image.id[7:19]} -> {image.id[7:19]})"
         if labels.get(LABEL_CONFIG_HASH) != wanted_config:
@@ -240,6 +244,7 @@ class ContainerManager:
             leftover.remove(force=True)
         # The new image and container are ready before the outage starts.
         new = self._create_generation(spec, generation, temp_name)
+        old_was_healthy = old.status == "running" and old.health in ("healthy", "starting", "unknown")
         old_stop_timeout = int(json.loads(old.labels.get(LABEL_SPEC, "{}")).get("stop_timeout", 10))
         old.stop(timeout=old_stop_timeout)
         old.rename(aside)
@@ -252,7 +257,8 @@ class ContainerManager:
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
                              f"restored generation {old_generation}") from None
         history = self.history(spec.name)
-        history.set_outcome(old_generation, generations.REPLACED)
+        # Only a generation that ran healthy is a rollback target.
+        history.set_outcome(old_generation, generations.REPLACED if old_was_healthy else generations.FAILED)
         self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
         self._prune(spec.name)
 

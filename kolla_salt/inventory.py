@@ -2,7 +2,7 @@
 
     pillar/defaults/globals.yml   + /etc/kolla-salt/globals.yml    -> settings
     pillar/defaults/passwords.yml + /etc/kolla-salt/passwords.yml  -> passwords
-    pillar/defaults/tree.yml                                       -> order
+    salt/states/kolla/tree.yaml                                    -> order
     salt/states/kolla/<service>/defaults.yaml (jinja over settings) -> containers, jobs
     salt/states/kolla/<service>/templates/*.j2 + config/<service>/* -> config files
 
@@ -87,9 +87,13 @@ def load_settings(config_dir, warnings=None):
     for role, hosts in settings["roles"].items():
         if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
             problems.append(f"{globals_file}: key 'roles.{role}' must be a list of minion id patterns")
+    release = releases.get(settings["openstack_release"], {})
+    if release and not release.get(settings["kolla_install_type"]):
+        problems.append(f"{globals_file}: release '{settings['openstack_release']}' has no "
+                        f"{settings['kolla_install_type']} images; set kolla_install_type to "
+                        f"{'source' if release.get('source') else 'binary'}")
     if problems:
         raise ValidationError(problems)
-    release = releases[settings["openstack_release"]]
     settings["release_versions"] = release.get("source", {})
     settings["openstack_tag"] = settings["openstack_tag"] or (
         settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else ""))
@@ -122,7 +126,7 @@ def load_passwords(config_dir):
 def load_tree(problems=None):
     """[(top-level set, [service, ...])] in deploy order."""
     problems = [] if problems is None else problems
-    tree = _read_yaml(paths.DEFAULTS_DIR / "tree.yml", problems, kind=list)
+    tree = _read_yaml(paths.SERVICES_DIR / "tree.yaml", problems, kind=list)
     return [(entry["name"], list(entry.get("services") or [])) for entry in tree]
 
 

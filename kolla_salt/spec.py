@@ -204,7 +204,7 @@ def diff(old, new):
             changes[key] = "changed: " + ", ".join(
                 f"{k} ({'added' if k not in before else 'removed' if k not in after else 'new value'})" for k in keys)
         else:
-            changes[key] = f"{json.dumps(before)} -> {json.dumps(after)}"
+            changes[key] = f"{json.dumps(before, sort_keys=True)} -> {json.dumps(after, sort_keys=True)}"
     return changes
 
 

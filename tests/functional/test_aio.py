@@ -1,0 +1,119 @@
+"""Issue 3: the all-in-one control plane, used through the real python-openstackclient."""
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.functional
+OPENSTACK = str(Path(sys.executable).parent / "openstack")
+SERVICES = ("mariadb", "rabbitmq", "memcached", "keystone")
+
+
+@pytest.fixture(scope="module")
+def aio(tmp_path_factory, docker_client, built_images):
+    """One deployed AIO cloud shared by the tests of this module (deploying takes a minute)."""
+    from conftest import KollaEnv, cleanup_prefix
+    built_images("mariadb", "rabbitmq", "memcached", "keystone", "toolbox")
+    env = KollaEnv(tmp_path_factory.mktemp("aio"), "kstaio-")
+    cleanup_prefix(docker_client, env.prefix)
+    env.deploy_output = env.run("deploy").stdout
+    yield env
+    cleanup_prefix(docker_client, env.prefix)
+
+
+def openstack(env, *args):
+    proc = subprocess.run([OPENSTACK, "--os-cloud", "kolla-admin", *args, "-f", "value"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.config_dir / "clouds.yaml")})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def started_at(docker_client, env):
+    return {s: docker_client.containers.get(env.name(s)).attrs["State"]["StartedAt"] for s in SERVICES}
+
+
+def test_the_real_client_issues_tokens_and_manages_projects_and_users(aio):
+    assert openstack(aio, "token", "issue", "-c", "id").strip()
+    openstack(aio, "project", "create", "--domain", "default", "kst-project")
+    openstack(aio, "user", "create", "--domain", "default", "--project", "kst-project",
+              "--password", "kst-user-pw", "kst-user")
+    assert "kst-project" in openstack(aio, "project", "list", "-c", "Name").split()
+    assert "kst-user" in openstack(aio, "user", "list", "-c", "Name").split()
+
+
+def test_every_container_is_healthy_in_its_set(aio, docker_client):
+    sets = {"mariadb": "database-control/mariadb", "rabbitmq": "messaging-control/rabbitmq",
+            "memcached": "cache-control/memcached", "keystone": "openstack-interface/keystone"}
+    for service, set_path in sets.items():
+        container = docker_client.containers.get(aio.name(service))
+        assert container.labels["kolla.set"] == set_path
+        assert container.health == "healthy", service
+    status = aio.run("status").stdout
+    assert status.index("database-control") < status.index("messaging-control") < status.index("openstack-interface")
+
+
+def test_secrets_stay_secret(aio):
+    passwords = aio.passwords()
+    for path in ("passwords.yml", "clouds.yaml", "admin-openrc.sh"):
+        assert stat.S_IMODE((aio.config_dir / path).stat().st_mode) == 0o600, path
+    for secret in passwords.values():
+        assert secret not in aio.deploy_output
+    log = Path("/var/log/kolla-salt/salt-minion.log")
+    if log.exists():
+        text = log.read_text(errors="replace")
+        assert not any(secret in text for secret in passwords.values())
+
+
+def test_second_deploy_reports_zero_changes(aio, docker_client):
+    before = started_at(docker_client, aio)
+    out = aio.run("deploy").stdout
+    assert " 0 changed, 0 failed" in out
+    assert started_at(docker_client, aio) == before
+
+
+def test_override_reconfigures_keystone_only(aio, docker_client):
+    before = started_at(docker_client, aio)
+    generation = int(docker_client.containers.get(aio.name("keystone")).labels["kolla.generation"])
+    override = aio.config_dir / "config" / "keystone"
+    override.mkdir(parents=True)
+    (override / "keystone.conf").write_text("[DEFAULT]\ndebug = True\n[token]\nexpiration = 7200\n")
+    aio.run("deploy")
+    keystone = docker_client.containers.get(aio.name("keystone"))
+    conf = keystone.exec_run(["cat", "/etc/keystone/keystone.conf"]).output.decode()
+    assert "debug = True" in conf and "expiration = 7200" in conf and "provider = fernet" in conf
+    assert int(keystone.labels["kolla.generation"]) == generation + 1
+    after = started_at(docker_client, aio)
+    assert after["keystone"] != before["keystone"]
+    assert {s: after[s] for s in SERVICES if s != "keystone"} == {s: before[s] for s in SERVICES if s != "keystone"}
+    assert openstack(aio, "token", "issue", "-c", "id").strip()
+
+
+def test_invalid_operator_files_are_refused_naming_the_key(aio, docker_client):
+    before = started_at(docker_client, aio)
+    aio.write_globals(enable_keystone="yes")
+    proc = aio.run("deploy", check=False)
+    aio.write_globals(enable_keystone=True)
+    assert proc.returncode == 2
+    assert "globals.yml: key 'enable_keystone' must be true/false, got 'yes'" in proc.stderr
+
+    broken = aio.config_dir / "config" / "memcached"
+    broken.mkdir(parents=True)
+    (broken / "memcached.conf").write_text("x\n")
+    bad_ini = aio.config_dir / "config" / "keystone" / "keystone.conf"
+    bad_ini.parent.mkdir(parents=True, exist_ok=True)
+    saved = bad_ini.read_text() if bad_ini.exists() else None
+    bad_ini.write_text("[DEFAULT]\nno equals sign here\n")
+    proc = aio.run("validate", check=False)
+    assert proc.returncode == 2
+    assert f"{bad_ini}:2: expected 'key = value'" in proc.stderr
+    assert f"{broken / 'memcached.conf'}: memcached has no config file 'memcached.conf'" in proc.stderr
+    (broken / "memcached.conf").unlink()
+    if saved is None:
+        bad_ini.unlink()
+    else:
+        bad_ini.write_text(saved)
+    assert started_at(docker_client, aio) == before

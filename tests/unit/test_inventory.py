@@ -1,0 +1,71 @@
+import os
+
+import pytest
+import yaml
+
+from kolla_salt.errors import ValidationError
+from kolla_salt.inventory import build_pillar, load_passwords, load_settings
+
+
+def write(folder, name, data, mode=0o600):
+    path = folder / name
+    path.write_text(yaml.safe_dump(data))
+    os.chmod(path, mode)
+    return path
+
+
+def test_globals_override_defaults_and_derive_tag(tmp_path):
+    write(tmp_path, "globals.yml", {"openstack_release": "2026.1", "kolla_install_type": "source"})
+    settings = load_settings(tmp_path)
+    assert settings["openstack_tag"] == "2026.1-source"
+    assert settings["release_versions"] == {"keystone": "29.0.0"}
+    assert settings["api_interface"] == "lo"
+
+
+def test_every_bad_key_is_reported_with_the_file(tmp_path):
+    path = write(tmp_path, "globals.yml", {"keystone_public_port": 70000, "enable_keystone": "yes",
+                                          "openstack_release": "folsom"})
+    with pytest.raises(ValidationError) as error:
+        load_settings(tmp_path)
+    problems = "\n".join(error.value.problems)
+    assert f"{path}: key 'keystone_public_port' must be a port number" in problems
+    assert f"{path}: key 'enable_keystone' must be true/false, got 'yes'" in problems
+    assert f"{path}: key 'openstack_release' is 'folsom'" in problems
+
+
+def test_kolla_ansible_keys_we_do_not_use_only_warn(tmp_path):
+    write(tmp_path, "globals.yml", {"kolla_base_distro": "ubuntu"})
+    warnings = []
+    load_settings(tmp_path, warnings)
+    assert "kolla_base_distro" in warnings[0]
+
+
+def test_release_without_binary_images_needs_source(tmp_path):
+    write(tmp_path, "globals.yml", {"openstack_release": "2026.1"})
+    with pytest.raises(ValidationError, match="has no binary images; set kolla_install_type to source"):
+        load_settings(tmp_path)
+
+
+def test_passwords_must_be_private_and_complete(tmp_path):
+    write(tmp_path, "passwords.yml", {"database_password": "x"}, mode=0o644)
+    with pytest.raises(ValidationError) as error:
+        load_passwords(tmp_path)
+    problems = "\n".join(error.value.problems)
+    assert "mode is 0644" in problems and "key 'rabbitmq_password' is missing" in problems
+
+
+def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
+    write(tmp_path, "globals.yml", {"container_name_prefix": "t-"})
+    write(tmp_path, "passwords.yml", {k: f"pw-{k}" for k in yaml.safe_load(
+        open(os.path.join(os.path.dirname(__file__), "../../pillar/defaults/passwords.yml"))) or {}})
+    pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
+    names = [s["name"] for s in pillar["services"]]
+    assert names == ["mariadb", "rabbitmq", "memcached", "keystone"]
+    keystone = pillar["services"][-1]
+    container = keystone["containers"][0]
+    assert container["spec"]["name"] == "t-keystone"
+    assert "pw-keystone_database_password@127.0.0.1:3306/keystone" in container["files"]["keystone.conf"]
+    config = yaml.safe_load(container["files"]["config.json"])
+    assert config["user"] == "keystone"
+    assert config["config_files"][0]["dest"] == "/etc/keystone/keystone.conf"
+    assert [j["name"] for j in keystone["jobs"]][:2] == ["t-keystone_database", "t-keystone_db_sync"]
