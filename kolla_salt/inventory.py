@@ -163,7 +163,8 @@ class ServiceRenderer:
         return ctx
 
     def image(self, name):
-        return f"{self.settings['docker_namespace']}/{name}:{self.settings['openstack_tag']}"
+        tag = self.settings.get(f"{name}_tag") or self.settings["openstack_tag"]
+        return f"{self.settings['docker_namespace']}/{name}:{tag}"
 
     def definition(self, service):
         text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context(service))

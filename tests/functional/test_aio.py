@@ -117,3 +117,31 @@ def test_invalid_operator_files_are_refused_naming_the_key(aio, docker_client):
     else:
         bad_ini.write_text(saved)
     assert started_at(docker_client, aio) == before
+
+
+def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_path):
+    """An image whose health check never passes: the swap fails, generation N is back, data intact."""
+    import io
+    good = docker_client.containers.get(aio.name("keystone"))
+    dockerfile = (f"FROM {good.image.tags[0]}\n"
+                  "RUN printf '#!/bin/sh\\necho never healthy\\nexit 1\\n' > /usr/local/bin/kolla_check\n")
+    broken_tag = f"{aio.prefix}broken"
+    image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
+                                          tag=f"kolla-salt/keystone:{broken_tag}")
+    try:
+        aio.write_globals(keystone_tag=broken_tag, container_health_timeout=15)
+        proc = aio.run("upgrade", "--services", "keystone", check=False)
+        assert proc.returncode == 1
+        generation = int(good.labels["kolla.generation"])
+        assert (f"{aio.name('keystone')}: generation {generation + 1} failed" in proc.stdout
+                and f"restored generation {generation}" in proc.stdout), proc.stdout
+        back = docker_client.containers.get(aio.name("keystone"))
+        assert back.id == good.id and back.labels["kolla.generation"] == str(generation)
+        assert back.attrs["HostConfig"]["RestartPolicy"]["Name"] == "always"
+        assert "kst-project" in openstack(aio, "project", "list", "-c", "Name").split()
+        # Back on the good tag, the restored container is what Salt wants: nothing to do.
+        aio.write_globals(keystone_tag="", container_health_timeout=120)
+        assert " 0 changed, 0 failed" in aio.run("deploy").stdout
+    finally:
+        aio.write_globals(keystone_tag="", container_health_timeout=120)
+        docker_client.images.remove(image.id, force=True)

@@ -1,0 +1,67 @@
+"""Issue 4: a real keystone release upgrade (source images from PyPI) and rollback."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.functional
+OPENSTACK = str(Path(sys.executable).parent / "openstack")
+KOLLA = str(Path(sys.executable).parent / "kolla-salt")
+OLD, NEW = "2025.2", "2026.1"          # keystone 28.0.0 -> 29.0.0: 29 brings an expand migration
+NEW_MIGRATION = "742c857f1dfb"
+
+
+def openstack(env, *args):
+    proc = subprocess.run([OPENSTACK, "--os-cloud", "kolla-admin", *args, "-f", "value"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.config_dir / "clouds.yaml")})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def alembic_versions(env, docker_client):
+    mariadb = docker_client.containers.get(env.name("mariadb"))
+    port = env.globals["database_port"]
+    out = mariadb.exec_run(["mariadb", "--defaults-extra-file=/etc/mysql/kolla-client.cnf", "-h", "127.0.0.1",
+                            "-P", str(port), "-N", "-e", "SELECT version_num FROM keystone.alembic_version"])
+    assert out.exit_code == 0, out.output
+    return out.output.decode().split()
+
+
+def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
+    env = kolla_env
+    env.write_globals(openstack_release=OLD, kolla_install_type="source", enable_rabbitmq=False)
+    for release in (OLD, NEW):  # both releases' images exist before anything stops
+        env.run("build", "--release", release, "mariadb", "memcached", "toolbox", "keystone")
+    env.run("deploy")
+    keystone = env.name("keystone")
+    assert docker_client.containers.get(keystone).image.tags == [f"kolla-salt/keystone:{OLD}-source"]
+    openstack(env, "project", "create", "--domain", "default", "kst-upgrade-project")
+    openstack(env, "user", "create", "--domain", "default", "--password", "pw-kst", "kst-upgrade-user")
+    assert NEW_MIGRATION not in alembic_versions(env, docker_client)
+    mariadb_before = docker_client.containers.get(env.name("mariadb")).id
+
+    out = env.run("upgrade", "--release", NEW).stdout
+    assert f"release {NEW} ({NEW}-source)" in out
+    current = docker_client.containers.get(keystone)
+    assert current.image.tags == [f"kolla-salt/keystone:{NEW}-source"]
+    assert current.labels["kolla.generation"] == "2"
+    assert NEW_MIGRATION in alembic_versions(env, docker_client)   # db_sync ran the new migration
+    # mariadb's image is the same under the new tag: it was not restarted.
+    assert docker_client.containers.get(env.name("mariadb")).id == mariadb_before
+    assert "kst-upgrade-project" in openstack(env, "project", "list", "-c", "Name").split()
+    assert "kst-upgrade-user" in openstack(env, "user", "list", "-c", "Name").split()
+    assert openstack(env, "token", "issue", "-c", "id").strip()
+    assert docker_client.containers.get(f"{keystone}.gen1").status == "exited"   # kept for rollback
+
+    out = env.run("rollback", keystone).stdout
+    assert "generation 3 runs what generation 1 ran" in out
+    current = docker_client.containers.get(keystone)
+    assert current.image.tags == [f"kolla-salt/keystone:{OLD}-source"]
+    assert current.labels["kolla.generation"] == "3"
+    assert "kst-upgrade-user" in openstack(env, "user", "list", "-c", "Name").split()
+    assert openstack(env, "token", "issue", "-c", "id").strip()
+    status = env.run("status", "--format", "json").stdout
+    assert '"generation": 3' in status
