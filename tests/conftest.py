@@ -15,8 +15,8 @@ KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 
 # Ports far from the defaults so a deployment on this host never collides.
 TEST_PORTS = {
-    "memcached_port": 21211, "database_port": 13306, "rabbitmq_port": 15672,
-    "rabbitmq_epmd_port": 14369, "rabbitmq_dist_port": 35672, "keystone_public_port": 15000,
+    "memcached_port": 31211, "database_port": 33306, "rabbitmq_port": 35673,
+    "rabbitmq_epmd_port": 34369, "rabbitmq_dist_port": 36672, "keystone_public_port": 35000,
 }
 
 

@@ -101,7 +101,7 @@ def test_bad_input_is_refused_before_anything_changes(memcached_env, docker_clie
     proc = memcached_env.run("deploy", check=False)
     assert proc.returncode == 2
     assert "globals.yml: key 'memcached_port' must be a whole number, got 'eleven'" in proc.stderr
-    memcached_env.write_globals(memcached_port=21211)
+    memcached_env.write_globals(memcached_port=31211)
 
     memcached_env.write_globals(docker_namespace="kolla-salt-nosuch")
     proc = memcached_env.run("deploy", check=False)

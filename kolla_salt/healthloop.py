@@ -1,0 +1,194 @@
+"""Running the health loop on an all-in-one host: a masterless salt-minion
+daemon with the `kolla_health` beacon and its own reactor engine.
+
+Why masterless and not a local salt-master + minion: the all-in-one host
+already deploys masterless (`salt-call --local`), and a master would add a
+second daemon, key acceptance and two open TCP ports (4505/4506) only to
+carry an event from a process to itself. Salt 3008.3 runs the reactor as an
+engine inside a minion (`engines: [reactor]`, `master_type: disable`): it
+listens on the minion's own event bus, where a masterless minion leaves its
+beacon events as one `__beacons_return` event, and runs `caller.<function>`
+reactions in-process (salt/utils/reactor.py, ReactWrap.caller). The reaction,
+salt/reactor/kolla_health/masterless.sls, calls `kolla_health.restart`.
+Multinode setups use the same beacon and module with a master's reactor
+(salt/reactor/kolla_health/master.sls).
+
+Everything the daemon has lives under <kolla_state_directory>/salt/health/
+(config, pid file, keys, cache, log, sockets), it watches only containers
+whose names start with `container_name_prefix`, and `stop_health_daemon`
+ends only the process `ensure_health_daemon` started (recorded in its pid
+file and checked against its command line): nothing else on the host is
+touched, so tests and a real deployment can each run one side by side.
+
+Settings (with their defaults until they are in pillar/defaults/globals.yml):
+health_check_interval 5, health_failure_threshold 3, health_restart_cap 3,
+health_restart_window 600, health_restart_backoff 10, health_stop_timeout 2,
+enable_health_loop true.
+"""
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from . import paths
+
+DEFAULTS = {
+    "health_check_interval": 5,        # seconds between two checks of a container
+    "health_failure_threshold": 3,     # failed checks in a row before it counts as unhealthy
+    "health_restart_cap": 3,           # restarts of one container per window, then give up
+    "health_restart_window": 600,      # seconds
+    "health_restart_backoff": 10,      # seconds before a 2nd restart, doubling after each
+    "health_stop_timeout": 2,          # docker restart -t: a hung process gets SIGKILL soon
+    "enable_health_loop": True,
+}
+# Unix socket paths must stay under 108 bytes; the minion's is <sock_dir>/minion_event_<10 hex>_pub.ipc.
+_SOCKET_ROOM = 107 - len("/minion_event_0123456789_pub.ipc")
+
+
+def setting(settings, key):
+    return settings.get(key, DEFAULTS[key])
+
+
+def daemon_root(settings):
+    return Path(settings.get("kolla_state_directory", "/var/lib/kolla-salt")) / "salt" / "health"
+
+
+def _sock_dir(root):
+    wanted = root / "sock"
+    if len(str(wanted)) <= _SOCKET_ROOM:
+        return wanted
+    # A deep state folder: keep the sockets in a short, per-state-folder place.
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"kolla-health-{digest}"
+
+
+def minion_opts(config_dir, settings, minion_id=None):
+    """The daemon's minion configuration, from the kolla settings."""
+    root = daemon_root(settings)
+    state_dir = Path(settings.get("kolla_state_directory", "/var/lib/kolla-salt"))
+    backoff = setting(settings, "health_restart_backoff")
+    return {
+        "id": minion_id or f"{socket.gethostname()}-health",
+        "master_type": "disable",
+        "file_client": "local",
+        "kolla_config_dir": str(config_dir),
+        "root_dir": str(root),
+        "conf_file": str(root / "minion"),
+        "cachedir": str(root / "cache"),
+        "pki_dir": str(root / "pki"),
+        "sock_dir": str(_sock_dir(root)),
+        "pidfile": str(root / "minion.pid"),
+        "log_file": str(root / "minion.log"),
+        "log_level_logfile": "info",
+        "file_roots": {"base": [str(paths.REPO / "salt")]},
+        "pillar_roots": {"base": [str(root / "pillar")]},   # empty: the loop needs no pillar
+        "module_dirs": [str(paths.REPO / "salt" / "_modules")],
+        "beacons_dirs": [str(paths.REPO / "salt" / "_beacons")],
+        "grains_cache": True,
+        "loop_interval": 1,
+        "beacons": {"kolla_health": [
+            {"interval": setting(settings, "health_check_interval")},
+            {"threshold": setting(settings, "health_failure_threshold")},
+            {"prefix": settings.get("container_name_prefix", "")},
+            {"remind": backoff},
+            {"remind_max": setting(settings, "health_restart_window")},
+        ]},
+        "engines": [{"reactor": {}}],
+        "reactor": [{"__beacons_return": [str(paths.REPO / "salt" / "reactor" / "kolla_health" / "masterless.sls")]}],
+        "kolla_health": {
+            "state_file": str(state_dir / "health" / "restarts.json"),
+            "restart_cap": setting(settings, "health_restart_cap"),
+            "restart_window": setting(settings, "health_restart_window"),
+            "restart_backoff": backoff,
+            "stop_timeout": setting(settings, "health_stop_timeout"),
+            "prefix": settings.get("container_name_prefix", ""),
+        },
+    }
+
+
+def _running_pid(root):
+    """The daemon's pid if the process in our pid file is alive and is ours."""
+    try:
+        pid = int((root / "daemon.pid").read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except (OSError, ValueError):
+        return None
+    return pid if str(root).encode() in cmdline and any(b"salt-minion" in a for a in cmdline) else None
+
+
+def ensure_health_daemon(config_dir, settings, timeout=60):
+    """Writes the daemon's config and starts it unless it already runs with that
+    config (a changed config restarts it). Returns {pid, started, config}."""
+    root = daemon_root(settings)
+    if not setting(settings, "enable_health_loop"):
+        stop_health_daemon(settings)
+        return {"pid": None, "started": False, "config": None}
+    opts = minion_opts(config_dir, settings)
+    text = yaml.safe_dump(opts, sort_keys=True)
+    for folder in (root, root / "pillar", Path(opts["sock_dir"])):
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    conf = root / "minion"
+    pid = _running_pid(root)
+    if pid and conf.exists() and conf.read_text() == text:
+        return {"pid": pid, "started": False, "config": str(conf)}
+    if pid:
+        stop_health_daemon(settings)
+    conf.write_text(text)
+    exe = Path(sys.executable).parent / "salt-minion"
+    with open(root / "daemon.out", "ab") as out:
+        # Its own session: the daemon outlives the deploy that started it, and
+        # a signal to the deploy's process group does not reach it.
+        proc = subprocess.Popen([str(exe), "-c", str(root), "--disable-keepalive", "-l", "quiet"],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    (root / "daemon.pid").write_text(f"{proc.pid}\n")
+    deadline = time.monotonic() + timeout
+    while not Path(opts["pidfile"]).exists():   # the minion writes it once it is up
+        if proc.poll() is not None:
+            raise RuntimeError(f"the health loop daemon exited with code {proc.returncode}; "
+                               f"see {root / 'daemon.out'} and {opts['log_file']}")
+        if time.monotonic() > deadline:
+            stop_health_daemon(settings)
+            raise RuntimeError(f"the health loop daemon did not start within {timeout} s; see {opts['log_file']}")
+        time.sleep(0.2)
+    return {"pid": proc.pid, "started": True, "config": str(conf)}
+
+
+def stop_health_daemon(settings, timeout=20):
+    """Stops the daemon ensure_health_daemon started (SIGTERM; SIGKILL to its own
+    process group if it does not end in time). Returns its pid or None."""
+    root = daemon_root(settings)
+    pid = _running_pid(root)
+    if pid is None:
+        (root / "daemon.pid").unlink(missing_ok=True)
+        return None
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _alive(pid):
+        os.killpg(pid, signal.SIGKILL)   # the group is the session it was started in
+    (root / "daemon.pid").unlink(missing_ok=True)
+    return pid
+
+
+def _alive(pid):
+    try:
+        waited, _ = os.waitpid(pid, os.WNOHANG)   # reaps it if we are its parent
+        if waited == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
+    return ") Z " not in stat

@@ -1,0 +1,65 @@
+"""Execution module: the health loop's action, called by the reactor.
+
+`kolla_health.restart NAME` restarts a managed container reported unhealthy,
+within the cap/backoff of kolla_salt.health.RestartPolicy, and announces:
+
+    kolla/health/<name>/restarted   it was restarted (`docker restart -t <stop_timeout>`)
+    kolla/health/<name>/gave-up     the cap was reached; the container is left as it is
+
+Reactor SLS files get no pillar, so the policy comes from the minion's own
+options (written by kolla_salt.healthloop, or a multinode minion config)::
+
+    kolla_health:
+      state_file: /var/lib/kolla-salt/health/restarts.json
+      restart_cap: 3
+      restart_window: 600
+      restart_backoff: 10
+      stop_timeout: 2
+      prefix: ""
+"""
+try:
+    import docker
+
+    from kolla_salt import health
+    HAS_LIBS = True
+except ImportError:
+    HAS_LIBS = False
+
+__virtualname__ = "kolla_health"
+
+DEFAULT_STATE_FILE = "/var/lib/kolla-salt/health/restarts.json"
+
+
+def __virtual__():
+    if not HAS_LIBS:
+        return False, "kolla_health needs the docker SDK and kolla_salt"
+    return __virtualname__
+
+
+def _conf():
+    return __opts__.get("kolla_health") or {}
+
+
+def _policy(conf):
+    return health.RestartPolicy(cap=int(conf.get("restart_cap", 3)),
+                                window=float(conf.get("restart_window", 600)),
+                                backoff=float(conf.get("restart_backoff", 10)))
+
+
+def restart(name, incarnation=None):
+    """Restarts container NAME unless the policy says wait or give up; fires
+    kolla/health/NAME/restarted or kolla/health/NAME/gave-up. Returns the
+    decision (action: restarted, wait, gave-up, left-alone, stale, ignored)."""
+    conf = _conf()
+    result = health.handle_unhealthy(
+        docker.from_env(timeout=120), health.RestartLedger(conf.get("state_file", DEFAULT_STATE_FILE)),
+        _policy(conf), name, incarnation=incarnation, prefix=conf.get("prefix", ""),
+        stop_timeout=int(conf.get("stop_timeout", 2)))
+    if result["action"] in ("restarted", "gave-up"):
+        __salt__["event.send"](f"kolla/health/{name}/{result['action']}", result)
+    return result
+
+
+def ledger():
+    """The restart bookkeeping: {name: {container, restarts, gave_up}}."""
+    return health.RestartLedger(_conf().get("state_file", DEFAULT_STATE_FILE)).read()
