@@ -99,9 +99,30 @@ def watched_from_container(container, prefix=""):
                    generation=labels.get(LABEL_GENERATION, ""), set_path=labels.get(LABEL_SET, ""))
 
 
-def watched_containers(client, prefix=""):
-    running = client.containers.list(filters={"label": LABEL_NAME, "status": "running"})
-    return [w for w in (watched_from_container(c, prefix) for c in running) if w]
+def managed_names(client, prefix=""):
+    """{managed name: state} of the current (not kept-aside) managed containers,
+    from one cheap listing."""
+    names = {}
+    for entry in client.api.containers(all=True, filters={"label": LABEL_NAME}):
+        name = (entry.get("Labels") or {}).get(LABEL_NAME, "")
+        if name.startswith(prefix) and f"/{name}" in entry.get("Names", []):
+            names[name] = entry.get("State", "")
+    return names
+
+
+def watched_containers(client, names):
+    """Watched records of the running ones among `names` (see managed_names)."""
+    watched = []
+    for name, state in names.items():
+        if state != "running":
+            continue
+        try:
+            item = watched_from_container(client.containers.get(name))
+        except docker.errors.NotFound:
+            continue
+        if item:
+            watched.append(item)
+    return watched
 
 
 # -- running checks -----------------------------------------------------------------
@@ -217,7 +238,7 @@ class HealthTracker:
         return []
 
     def forget_others(self, names):
-        """Drops counters of containers no longer watched (removed, stopped)."""
+        """Drops counters of containers that are gone (`names`: those that exist)."""
         for name in set(self.tracks) - set(names):
             del self.tracks[name]
 
@@ -232,14 +253,17 @@ class HealthTracker:
 def beacon_pass(client, tracker, prefix="", now=None):
     """One beacon run: check every watched container, return the events to fire
     as Salt beacon dicts ({'tag': suffix, ...data})."""
-    watched = watched_containers(client, prefix)
+    names = managed_names(client, prefix)
+    watched = watched_containers(client, names)
     results = run_checks(client, watched)
     now = time.time() if now is None else now
     events = []
     for item in watched:
         for tag, data in tracker.observe(item, results[item.name], now):
             events.append({"tag": tag, **data})
-    tracker.forget_others([w.name for w in watched])
+    # Counters of a container being restarted are kept (it comes back and its
+    # recovery is news); those of removed containers go.
+    tracker.forget_others(names)
     return events
 
 

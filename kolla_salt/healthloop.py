@@ -69,6 +69,19 @@ def _sock_dir(root):
     return Path(tempfile.gettempdir()) / f"kolla-health-{digest}"
 
 
+CODE_FILES = ("kolla_salt/health.py", "salt/_beacons/kolla_health.py", "salt/_modules/kolla_health.py",
+              "salt/reactor/kolla_health/masterless.sls")
+
+
+def code_version():
+    """Hash of the loop's code: part of the daemon's config, so that a deploy of
+    changed code restarts the daemon (it loads its modules once)."""
+    digest = hashlib.sha256()
+    for name in CODE_FILES:
+        digest.update((paths.REPO / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def minion_opts(config_dir, settings, minion_id=None):
     """The daemon's minion configuration, from the kolla settings."""
     root = daemon_root(settings)
@@ -79,9 +92,11 @@ def minion_opts(config_dir, settings, minion_id=None):
         "master_type": "disable",
         "file_client": "local",
         "kolla_config_dir": str(config_dir),
-        "root_dir": str(root),
-        "conf_file": str(root / "minion"),
+        # Every path is given (root_dir "/" so Salt keeps them as they are, even a
+        # socket folder outside `root`); nothing falls back to /etc/salt or /var.
+        "root_dir": "/",
         "cachedir": str(root / "cache"),
+        "extension_modules": str(root / "cache" / "extmods"),
         "pki_dir": str(root / "pki"),
         "sock_dir": str(_sock_dir(root)),
         "pidfile": str(root / "minion.pid"),
@@ -103,6 +118,7 @@ def minion_opts(config_dir, settings, minion_id=None):
         "engines": [{"reactor": {}}],
         "reactor": [{"__beacons_return": [str(paths.REPO / "salt" / "reactor" / "kolla_health" / "masterless.sls")]}],
         "kolla_health": {
+            "code_version": code_version(),
             "state_file": str(state_dir / "health" / "restarts.json"),
             "restart_cap": setting(settings, "health_restart_cap"),
             "restart_window": setting(settings, "health_restart_window"),
@@ -117,10 +133,11 @@ def _running_pid(root):
     """The daemon's pid if the process in our pid file is alive and is ours."""
     try:
         pid = int((root / "daemon.pid").read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        # Salt retitles its processes: the arguments may come back as one string.
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
     except (OSError, ValueError):
         return None
-    return pid if str(root).encode() in cmdline and any(b"salt-minion" in a for a in cmdline) else None
+    return pid if b"salt-minion" in cmdline and f"-c {root} ".encode() in cmdline + b" " else None
 
 
 def ensure_health_daemon(config_dir, settings, timeout=60):
@@ -141,6 +158,7 @@ def ensure_health_daemon(config_dir, settings, timeout=60):
     if pid:
         stop_health_daemon(settings)
     conf.write_text(text)
+    _forget_pidfiles(root)
     exe = Path(sys.executable).parent / "salt-minion"
     with open(root / "daemon.out", "ab") as out:
         # Its own session: the daemon outlives the deploy that started it, and
@@ -176,7 +194,15 @@ def stop_health_daemon(settings, timeout=20):
     if _alive(pid):
         os.killpg(pid, signal.SIGKILL)   # the group is the session it was started in
     (root / "daemon.pid").unlink(missing_ok=True)
+    _forget_pidfiles(root)
     return pid
+
+
+def _forget_pidfiles(root):
+    """Salt's own pid files of our (ended) daemon: a killed or not yet reaped
+    minion leaves them, and a new one would then refuse to start."""
+    for name in ("minion.pid", "process_responsibility_minion.pid"):
+        (root / name).unlink(missing_ok=True)
 
 
 def _alive(pid):

@@ -1,0 +1,53 @@
+"""Shared by the benchmarks: a throw-away operator folder with its own names
+and loopback ports, and the CLI over it. Everything it creates is removed."""
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import docker
+import yaml
+
+KOLLA = str(Path(sys.executable).parent / "kolla-salt")
+PORTS = {"memcached_port": 41211, "database_port": 43306, "rabbitmq_port": 45673, "rabbitmq_epmd_port": 44369,
+         "rabbitmq_dist_port": 46672, "keystone_public_port": 45000}
+
+
+class BenchEnv:
+    def __init__(self, prefix, **globals_):
+        self.root = Path(tempfile.mkdtemp(prefix="kolla-bench-"))
+        self.prefix = prefix
+        self.config_dir = self.root / "config"
+        self.config_dir.mkdir()
+        self.globals = {"container_name_prefix": prefix, "node_config_directory": str(self.root / "etc"),
+                        "kolla_state_directory": str(self.root / "state"),
+                        "kolla_log_directory": str(self.root / "log"), **PORTS, **globals_}
+        self.write_globals()
+        self.run("genpwd")
+
+    def write_globals(self, **changes):
+        self.globals.update(changes)
+        (self.config_dir / "globals.yml").write_text(yaml.safe_dump(self.globals))
+
+    def run(self, *args):
+        proc = subprocess.run([KOLLA, "--config-dir", str(self.config_dir), *args], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise SystemExit(f"kolla-salt {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+        return proc.stdout
+
+    def timed(self, *args):
+        start = time.monotonic()
+        self.run(*args)
+        return time.monotonic() - start
+
+    def close(self):
+        client = docker.from_env()
+        for container in client.containers.list(all=True):
+            if container.name.startswith(self.prefix):
+                container.remove(force=True)
+        for volume in client.volumes.list():
+            if volume.name.startswith(self.prefix):
+                volume.remove(force=True)
+        shutil.rmtree(self.root, ignore_errors=True)

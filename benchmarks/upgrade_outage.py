@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Outage window of replacing a running service, for memcached and keystone.
+
+A client asks the service every 20 ms; the longest gap between two answers is
+the outage. kolla-salt's atomic swap (new container created while the old one
+serves, old one stopped and kept, new one started and health-gated) is
+compared with the naive compose-style recreate (stop, remove, run the new
+one). Usage: .venv/bin/python benchmarks/upgrade_outage.py [--help] [--rounds N]
+"""
+import argparse
+import socket
+import threading
+import time
+import urllib.request
+
+import docker
+
+from common import BenchEnv
+
+INTERVAL = 0.02
+
+
+def memcached_ok(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
+        conn.sendall(b"version\r\n")
+        return conn.recv(100).startswith(b"VERSION")
+
+
+def keystone_ok(port):
+    return urllib.request.urlopen(f"http://127.0.0.1:{port}/v3", timeout=1).status == 200
+
+
+class Prober(threading.Thread):
+    def __init__(self, probe):
+        super().__init__(daemon=True)
+        self.probe, self.stop_flag, self.answers = probe, threading.Event(), []
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            try:
+                if self.probe():
+                    self.answers.append(time.monotonic())
+            except OSError:
+                pass
+            time.sleep(INTERVAL)
+
+    def longest_gap(self):
+        return max((b - a for a, b in zip(self.answers, self.answers[1:])), default=float("inf"))
+
+
+def measure(probe, replace):
+    prober = Prober(probe)
+    prober.start()
+    time.sleep(0.5)
+    replace()
+    deadline = time.monotonic() + 120
+    mark = time.monotonic()
+    while time.monotonic() < deadline and not any(t > mark for t in prober.answers):
+        time.sleep(INTERVAL)
+    time.sleep(0.5)
+    prober.stop_flag.set()
+    prober.join()
+    return prober.longest_gap()
+
+
+def naive_recreate(client, name):
+    """What a compose-style recreate does: stop, remove, run the same container again."""
+    old = client.containers.get(name)
+    config, host = old.attrs["Config"], old.attrs["HostConfig"]
+    old.stop()
+    old.remove()
+    created = client.api.create_container(
+        image=config["Image"], name=name, environment=config["Env"], labels=config["Labels"],
+        healthcheck=config.get("Healthcheck"),
+        host_config=client.api.create_host_config(network_mode="host", binds=host["Binds"],
+                                                  restart_policy=host["RestartPolicy"]))
+    client.api.start(created)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=3)
+    rounds = parser.parse_args().rounds
+    client = docker.from_env()
+    env = BenchEnv("kbench-outage-", enable_rabbitmq=False)
+    try:
+        env.run("build", "mariadb", "memcached", "keystone", "toolbox")
+        env.run("deploy")
+        probes = {"memcached": lambda: memcached_ok(env.globals["memcached_port"]),
+                  "keystone": lambda: keystone_ok(env.globals["keystone_public_port"])}
+        counter = iter(range(1, 1000))
+        for service, probe in probes.items():
+            name = env.prefix + service
+
+            def atomic():
+                env.write_globals(container_environment={"KOLLA_BENCH_ROUND": str(next(counter))})
+                env.run("deploy", "--services", service)
+
+            swap = [measure(probe, atomic) for _ in range(rounds)]
+            naive = [measure(probe, lambda: naive_recreate(client, name)) for _ in range(rounds)]
+            best_swap, best_naive = min(swap), min(naive)
+            print(f"{service:9} atomic swap: {best_swap * 1000:7.0f} ms (worst {max(swap) * 1000:.0f})   "
+                  f"naive recreate: {best_naive * 1000:7.0f} ms (worst {max(naive) * 1000:.0f})   "
+                  f"naive/swap: {best_naive / best_swap:.2f}x   (seed 000 prototype: ~10000 ms)")
+    finally:
+        env.close()
+
+
+if __name__ == "__main__":
+    main()

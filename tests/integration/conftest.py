@@ -1,0 +1,91 @@
+"""Fixtures of the health loop tests (names start with `health_`).
+
+Every container is named `kshealth<random>-...` and every folder lives in a
+short temporary directory (Unix socket paths of the daemons must stay short);
+both are removed afterwards, so these tests run beside a real deployment."""
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from kolla_salt.containers import ContainerManager
+from kolla_salt.spec import ContainerSpec
+
+MEMCACHED_IMAGE = "kolla-salt/memcached:zed"
+BROKEN_MARKER = "/tmp/kshealth-broken"
+
+
+@pytest.fixture
+def health_prefix():
+    return f"kshealth{uuid.uuid4().hex[:6]}-"
+
+
+@pytest.fixture
+def health_dir():
+    path = Path(tempfile.mkdtemp(prefix="kshealth", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def health_manager(docker_client, built_images, health_prefix, health_dir):
+    """A ContainerManager over a test state folder; removes the test's containers after."""
+    built_images("memcached")
+    yield ContainerManager(client=docker_client, state_dir=health_dir / "state", health_timeout=60)
+    for container in docker_client.containers.list(all=True):
+        if container.name.startswith(health_prefix):
+            container.remove(force=True)
+
+
+def memcached_spec(name, breakable=False):
+    """memcached in its own network namespace (its loopback only), with a fast
+    check. `breakable`: the check also fails while BROKEN_MARKER exists in the
+    container, a fault that survives every restart (the writable layer stays)."""
+    check = ["kolla_check", "memcached", "127.0.0.1:11211"]
+    if breakable:
+        check = ["sh", "-c", f"test ! -e {BROKEN_MARKER} && exec {' '.join(check)}"]
+    return ContainerSpec.from_dict({
+        "name": name, "image": MEMCACHED_IMAGE, "set_path": "test/health",
+        "command": ["/usr/bin/memcached", "-u", "memcache", "-l", "127.0.0.1", "-p", "11211", "-m", "16"],
+        "healthcheck": {"test": check, "interval": 1, "timeout": 2, "retries": 2, "start_period": 1},
+        "stop_timeout": 2,
+    }, where=f"test spec {name}")
+
+
+def freeze_service(container, process="memcached"):
+    """SIGSTOP the service inside (PID 1, tini, and the check keep working):
+    the process is alive, the check fails, Docker does nothing."""
+    result = container.exec_run(["sh", "-c", f"kill -STOP $(pidof {process})"])
+    assert result.exit_code == 0, result.output
+
+
+def incarnation(container):
+    container.reload()
+    return container.attrs["State"]["StartedAt"], container.attrs["RestartCount"]
+
+
+def check_passes(container, spec):
+    container.reload()
+    if container.status != "running":
+        return False
+    return container.exec_run(list(spec.healthcheck.test)).exit_code == 0
+
+
+def wait_until(predicate, timeout, step=0.25, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    raise AssertionError(f"{what} not reached within {timeout} s")
+
+
+def salt_minion_processes(config_dir):
+    """PIDs of salt-minion processes started with `-c config_dir`."""
+    out = subprocess.run(["pgrep", "-f", f"salt-minion -c {config_dir} "], capture_output=True, text=True).stdout
+    return [int(pid) for pid in out.split()]

@@ -1,0 +1,143 @@
+"""The all-in-one health loop for real: kolla_salt.healthloop starts a
+masterless salt-minion daemon (kolla_health beacon + reactor engine) over the
+real Docker engine; memcached containers are frozen (SIGSTOP inside: the
+process lives, its check fails, Docker does nothing) and the loop must restart
+them, give up past the cap, and leave healthy containers alone."""
+import threading
+import time
+
+import pytest
+
+from kolla_salt import healthloop
+from kolla_salt.health import RestartLedger
+
+from conftest import BROKEN_MARKER, check_passes, freeze_service, incarnation, memcached_spec, \
+    salt_minion_processes, wait_until
+
+pytestmark = pytest.mark.integration
+
+INTERVAL, THRESHOLD, CHECK_TIMEOUT, STOP_TIMEOUT = 1, 2, 2, 2
+# Worst case from the freeze to a restarted, passing container: THRESHOLD
+# checks that each wait out their timeout, one interval apart, the restart
+# (stop timeout, then SIGKILL) and a start; plus room for a loaded machine.
+RECOVERY_BOUND = THRESHOLD * (INTERVAL + CHECK_TIMEOUT) + STOP_TIMEOUT + 15
+
+
+class BusRecorder:
+    """Records the daemon's event bus (a masterless minion keeps its events
+    local: beacon events arrive inside one `__beacons_return` event)."""
+
+    def __init__(self, sock_dir, minion_id):
+        import salt.config
+        import salt.utils.event
+        opts = salt.config.minion_config(None)
+        opts.update(sock_dir=sock_dir, id=minion_id)
+        self.events = []
+        self._stop = threading.Event()
+        self._bus = salt.utils.event.get_event("minion", sock_dir=sock_dir, opts=opts, listen=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            event = self._bus.get_event(wait=0.5, full=True)
+            if not event:
+                continue
+            if event["tag"] == "__beacons_return":
+                self.events.extend((time.monotonic(), b["tag"], b["data"]) for b in event["data"]["beacons"])
+            else:
+                self.events.append((time.monotonic(), event["tag"], event["data"]))
+
+    def tags(self, suffix):
+        return [tag for _, tag, _ in self.events if tag.endswith(suffix)]
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        self._bus.destroy()
+
+
+@pytest.fixture
+def health_daemon(health_dir, health_prefix, health_manager):
+    """Starts the loop for this test's containers only (its prefix); yields
+    (settings, bus recorder); stops the daemon and checks it is gone."""
+    settings = {
+        "kolla_state_directory": str(health_dir / "state"), "container_name_prefix": health_prefix,
+        "health_check_interval": INTERVAL, "health_failure_threshold": THRESHOLD,
+        "health_restart_cap": 2, "health_restart_window": 600, "health_restart_backoff": 1,
+        "health_stop_timeout": STOP_TIMEOUT,
+    }
+    started = healthloop.ensure_health_daemon(health_dir / "config", settings)
+    assert started["started"] and started["pid"]
+    again = healthloop.ensure_health_daemon(health_dir / "config", settings)
+    assert again == {**started, "started": False}, "a running daemon with the same config is kept"
+    opts = healthloop.minion_opts(health_dir / "config", settings)
+    recorder = BusRecorder(opts["sock_dir"], opts["id"])
+    yield settings, recorder
+    recorder.close()
+    root = healthloop.daemon_root(settings)
+    assert healthloop.stop_health_daemon(settings) == started["pid"]
+    wait_until(lambda: not salt_minion_processes(root), 20, what="the daemon's processes ending")
+
+
+def test_frozen_memcached_is_restarted_and_healthy_again(health_daemon, health_manager, health_prefix, docker_client):
+    settings, bus = health_daemon
+    spec = memcached_spec(f"{health_prefix}memcached")
+    health_manager.ensure(spec)
+    container = docker_client.containers.get(spec.name)
+    before = incarnation(container)
+
+    freeze_service(container)
+    frozen_at = time.monotonic()
+    assert not check_passes(container, spec)
+    wait_until(lambda: incarnation(container)[0] != before[0] and check_passes(container, spec),
+               RECOVERY_BOUND, what="memcached restarted and healthy")
+    recovered_in = time.monotonic() - frozen_at
+    print(f"frozen memcached healthy again after {recovered_in:.1f} s (bound {RECOVERY_BOUND} s)")
+
+    wait_until(lambda: bus.tags(f"{spec.name}/healthy"), 10, what="the beacon's healthy event")
+    assert bus.tags(f"kolla/health/{spec.name}/restarted") == [f"kolla/health/{spec.name}/restarted"]
+    assert bus.tags(f"{spec.name}/unhealthy"), "the beacon reported it"
+    assert not bus.tags("gave-up")
+
+
+def test_a_container_that_keeps_failing_is_restarted_cap_times_then_left_alone(
+        health_daemon, health_manager, health_prefix, docker_client):
+    settings, bus = health_daemon
+    spec = memcached_spec(f"{health_prefix}broken", breakable=True)
+    health_manager.ensure(spec)
+    neighbour_spec = memcached_spec(f"{health_prefix}neighbour")
+    health_manager.ensure(neighbour_spec)
+    container = docker_client.containers.get(spec.name)
+    neighbour = docker_client.containers.get(neighbour_spec.name)
+    neighbour_before = incarnation(neighbour)
+
+    assert container.exec_run(["touch", BROKEN_MARKER]).exit_code == 0
+    cap = settings["health_restart_cap"]
+    gave_up = wait_until(lambda: bus.tags(f"kolla/health/{spec.name}/gave-up"), 60, what="the gave-up event")
+    assert gave_up == [f"kolla/health/{spec.name}/gave-up"]
+    assert len(bus.tags(f"kolla/health/{spec.name}/restarted")) == cap
+    left = incarnation(container)
+
+    # Left alone: still running, not restarted again, while the beacon keeps
+    # (at doubling gaps) reminding that it is unhealthy.
+    time.sleep(8)
+    assert incarnation(container) == left and container.status == "running"
+    assert len(bus.tags(f"kolla/health/{spec.name}/restarted")) == cap
+    assert bus.tags(f"kolla/health/{spec.name}/gave-up") == gave_up, "the give-up is announced once"
+    record = RestartLedger(healthloop.minion_opts("/", settings)["kolla_health"]["state_file"]).read()[spec.name]
+    assert record["gave_up"].endswith(left[0]) and len(record["restarts"]) == cap
+    assert incarnation(neighbour) == neighbour_before, "the healthy neighbour was not touched"
+
+
+def test_a_healthy_container_is_never_restarted(health_daemon, health_manager, health_prefix, docker_client):
+    settings, bus = health_daemon
+    spec = memcached_spec(f"{health_prefix}steady")
+    health_manager.ensure(spec)
+    container = docker_client.containers.get(spec.name)
+    before = incarnation(container)
+    # Several times threshold x interval: enough checks for a restart to have happened.
+    time.sleep(4 * THRESHOLD * INTERVAL + 2)
+    assert incarnation(container) == before
+    assert check_passes(container, spec)
+    assert not [tag for _, tag, _ in bus.events if spec.name in tag]

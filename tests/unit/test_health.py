@@ -1,0 +1,236 @@
+"""The health loop's pure logic: debouncing checks into change events, and the
+restart policy (cap per window, doubling backoff, give-up once)."""
+import json
+from types import SimpleNamespace
+
+import docker.errors
+import pytest
+
+from kolla_salt import health, healthloop
+from kolla_salt.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
+
+OK, FAIL = CheckResult(True, "healthy"), CheckResult(False, "exit code 1: unhealthy")
+T0 = 1_700_000_000.0
+
+
+def item(name="memcached", started="2024-01-01T00:00:00.5Z", start_period=0, cid="c" * 64):
+    return Watched(name=name, container_id=cid, started_at=started, test=("kolla_check",),
+                   timeout=2, start_period=start_period)
+
+
+def run(tracker, results, watched=None, start=T0, step=1.0):
+    """Feeds results one per step; returns [(step index, tag)] of the events."""
+    watched = watched or item()
+    out = []
+    for i, result in enumerate(results):
+        for tag, data in tracker.observe(watched, result, start + i * step):
+            out.append((i, tag))
+            assert data["name"] == watched.name and data["incarnation"] == watched.incarnation
+    return out
+
+
+# -- debouncing ------------------------------------------------------------------
+
+def test_unhealthy_only_after_threshold_consecutive_failures():
+    tracker = HealthTracker(threshold=3, remind=0)
+    assert run(tracker, [FAIL, FAIL, OK, FAIL, FAIL, FAIL, FAIL, FAIL]) == [(5, "memcached/unhealthy")]
+
+
+def test_healthy_fires_once_on_recovery_and_never_for_a_container_always_healthy():
+    tracker = HealthTracker(threshold=2, remind=0)
+    assert run(tracker, [OK, OK, OK]) == []
+    assert run(tracker, [FAIL, FAIL, FAIL, OK, OK, FAIL, OK]) == [(1, "memcached/unhealthy"), (3, "memcached/healthy")]
+
+
+def test_a_new_incarnation_that_fails_again_is_reported_again():
+    """After a restart the container never passed once: still news, else the
+    reactor would never hear that its restart did not help."""
+    tracker = HealthTracker(threshold=2, remind=0)
+    assert run(tracker, [FAIL, FAIL, FAIL]) == [(1, "memcached/unhealthy")]
+    restarted = item(started="2024-01-01T00:05:00Z")
+    assert run(tracker, [FAIL, FAIL, FAIL], restarted, start=T0 + 10) == [(1, "memcached/unhealthy")]
+    # and its recovery is reported once
+    assert run(tracker, [OK, OK], restarted, start=T0 + 20) == [(0, "memcached/healthy")]
+
+
+def test_failures_do_not_count_during_the_start_period():
+    started = "2023-11-14T22:13:20Z"   # == T0
+    assert health.docker_time(started) == T0
+    tracker = HealthTracker(threshold=2, remind=0)
+    events = run(tracker, [FAIL] * 8, item(started=started, start_period=5), start=T0)
+    assert events == [(6, "memcached/unhealthy")]   # failures at 5 and 6 s count
+
+
+def test_a_standing_failure_is_repeated_at_doubling_gaps_up_to_the_maximum():
+    tracker = HealthTracker(threshold=1, remind=2, remind_max=8)
+    events = run(tracker, [FAIL] * 40)
+    assert [i for i, _ in events] == [0, 2, 6, 14, 22, 30, 38]
+    assert all(tag == "memcached/unhealthy" for _, tag in events)
+
+
+def test_forget_drops_counters_of_removed_containers_only():
+    tracker = HealthTracker(threshold=2, remind=0)
+    run(tracker, [FAIL], item("a"))
+    run(tracker, [FAIL], item("b"))
+    tracker.forget_others({"a": "exited"})
+    assert set(tracker.tracks) == {"a"}
+    assert run(tracker, [FAIL], item("a")) == [(0, "a/unhealthy")]   # "a" kept its count
+
+
+def test_docker_time_reads_nanoseconds_and_the_zero_time():
+    assert health.docker_time("2023-11-14T22:13:20.123456789Z") == pytest.approx(T0 + 0.123456)
+    assert health.docker_time("0001-01-01T00:00:00Z") == 0.0
+
+
+# -- which containers are watched ----------------------------------------------
+
+def fake_container(name, labels_name=None, status="running", check=True, paused=False):
+    spec = {"healthcheck": {"test": ["kolla_check", "tcp", "127.0.0.1:1"], "timeout": 3, "start_period": 4}
+            if check else None}
+    return SimpleNamespace(
+        name=name, id="f" * 64,
+        labels={"kolla.name": labels_name or name, "kolla.spec": json.dumps(spec), "kolla.generation": "2"},
+        attrs={"State": {"Status": status, "Paused": paused, "StartedAt": "2024-01-01T00:00:00Z"}})
+
+
+def test_watched_containers_are_running_current_checked_and_inside_the_prefix():
+    watched = health.watched_from_container(fake_container("kst-memcached"), prefix="kst-")
+    assert (watched.test, watched.timeout, watched.start_period, watched.generation) == (
+        ("kolla_check", "tcp", "127.0.0.1:1"), 3, 4, "2")
+    assert health.watched_from_container(fake_container("kst-memcached.gen1", "kst-memcached")) is None
+    assert health.watched_from_container(fake_container("memcached"), prefix="kst-") is None
+    assert health.watched_from_container(fake_container("kst-x", check=False)) is None
+    assert health.watched_from_container(fake_container("kst-x", status="exited")) is None
+    assert health.watched_from_container(fake_container("kst-x", paused=True)) is None
+
+
+# -- restart policy ------------------------------------------------------------------
+
+def decide_and_apply(policy, record, incarnation, now):
+    decision = policy.decide(record, incarnation, now)
+    return decision, policy.apply(record, decision, incarnation, now)
+
+
+def test_first_restart_is_immediate_then_backoff_doubles_then_give_up_once():
+    policy = RestartPolicy(cap=3, window=600, backoff=10)
+    record = {}
+    steps = []
+    for now, incarnation in [(0, "i0"), (5, "i1"), (10, "i1"), (15, "i2"), (30, "i2"), (31, "i3"), (32, "i3")]:
+        decision, record = decide_and_apply(policy, record, incarnation, now)
+        steps.append((decision.action, decision.retry_in))
+    assert steps == [("restart", 0), ("wait", 5.0), ("restart", 0), ("wait", 15.0), ("restart", 0),
+                     ("give-up", 0), ("left-alone", 0)]
+    assert record["gave_up"] == "i3" and record["restarts"] == [0, 10, 30]
+
+
+def test_restarts_older_than_the_window_no_longer_count():
+    policy = RestartPolicy(cap=2, window=100, backoff=1)
+    record = {"restarts": [0, 10]}
+    assert policy.decide(record, "i", 50).action == "give-up"
+    assert policy.decide(record, "i", 105).action == "restart"   # the one at 0 left the window
+    assert policy.apply(record, policy.decide(record, "i", 105), "i", 105)["restarts"] == [10, 105]
+
+
+def test_after_giving_up_a_new_incarnation_is_judged_afresh():
+    """Someone else (an operator, Docker after a crash) restarted it: the give-up
+    was about the old incarnation; with the cap still full it is announced again."""
+    policy = RestartPolicy(cap=1, window=600, backoff=1)
+    record = {"restarts": [0], "gave_up": "old"}
+    assert policy.decide(record, "old", 10).action == "left-alone"
+    decision, record = decide_and_apply(policy, record, "new", 10)
+    assert decision.action == "give-up" and record["gave_up"] == "new"
+
+
+def test_ledger_update_persists_records(tmp_path):
+    ledger = RestartLedger(tmp_path / "health" / "restarts.json")
+    assert ledger.read() == {}
+    with ledger.update() as records:
+        records["a"] = {"restarts": [1.0]}
+    with ledger.update() as records:
+        records["a"]["restarts"].append(2.0)
+    assert ledger.read() == {"a": {"restarts": [1.0, 2.0]}}
+
+
+class FakeClient:
+    def __init__(self, container):
+        self.container = container
+        self.containers = self
+
+    def get(self, name):
+        if self.container is None or name != self.container.name:
+            raise docker.errors.NotFound(name)
+        return self.container
+
+
+def restartable(name="kst-memcached"):
+    container = fake_container(name)
+    container.restarts = []
+    container.restart = lambda timeout: container.restarts.append(timeout)
+    return container
+
+
+def test_handle_unhealthy_restarts_waits_and_gives_up(tmp_path):
+    container = restartable()
+    client, ledger = FakeClient(container), RestartLedger(tmp_path / "restarts.json")
+    policy = RestartPolicy(cap=2, window=600, backoff=10)
+    act = lambda now: health.handle_unhealthy(client, ledger, policy, "kst-memcached", now=now)["action"]
+    assert [act(0), act(1), act(10), act(20), act(21)] == ["restarted", "wait", "restarted", "gave-up", "left-alone"]
+    assert container.restarts == [2, 2]
+
+
+def test_handle_unhealthy_leaves_stale_reports_and_foreign_containers_alone(tmp_path):
+    container = restartable()
+    ledger, policy = RestartLedger(tmp_path / "restarts.json"), RestartPolicy()
+    result = health.handle_unhealthy(FakeClient(container), ledger, policy, "kst-memcached", incarnation="old@x")
+    assert result["action"] == "stale"
+    for client, name, prefix in [(FakeClient(container), "kst-memcached", "other-"),
+                                 (FakeClient(None), "kst-memcached", ""),
+                                 (FakeClient(restartable("kst-memcached.gen1")), "kst-memcached.gen1", "")]:
+        if name.endswith(".gen1"):
+            client.container.labels["kolla.name"] = "kst-memcached"
+        assert health.handle_unhealthy(client, ledger, policy, name, prefix=prefix)["action"] == "ignored"
+    assert container.restarts == [] and ledger.read() == {}
+
+
+def test_a_redeployed_container_starts_with_a_clean_record(tmp_path):
+    container = restartable()
+    client, ledger = FakeClient(container), RestartLedger(tmp_path / "restarts.json")
+    policy = RestartPolicy(cap=1, window=600, backoff=1)
+    assert health.handle_unhealthy(client, ledger, policy, "kst-memcached", now=0)["action"] == "restarted"
+    container.id = "e" * 64
+    assert health.handle_unhealthy(client, ledger, policy, "kst-memcached", now=5)["action"] == "restarted"
+
+
+# -- beacon configuration and the daemon's config ---------------------------------------
+
+@pytest.mark.parametrize("config, ok", [
+    ([{"interval": 5}, {"threshold": 3}, {"prefix": "kst-"}, {"remind": 10}], True),
+    ([], True),
+    ({"threshold": 3}, False),
+    ([{"threshold": 0}], False),
+    ([{"threshold": "3"}], False),
+    ([{"treshold": 3}], False),
+])
+def test_validate_beacon_config(config, ok):
+    assert health.validate_beacon_config(config)[0] is ok
+
+
+def test_minion_opts_come_from_settings(tmp_path):
+    settings = {"kolla_state_directory": str(tmp_path), "container_name_prefix": "kst-",
+                "health_check_interval": 2, "health_restart_cap": 5}
+    opts = healthloop.minion_opts(tmp_path / "config", settings)
+    beacon = health.merge_config(opts["beacons"]["kolla_health"])
+    assert beacon == {"interval": 2, "threshold": 3, "prefix": "kst-", "remind": 10, "remind_max": 600}
+    assert health.validate_beacon_config(opts["beacons"]["kolla_health"])[0]
+    assert opts["kolla_health"]["restart_cap"] == 5 and opts["kolla_health"]["prefix"] == "kst-"
+    assert opts["master_type"] == "disable" and opts["engines"] == [{"reactor": {}}]
+    for key in ("cachedir", "pki_dir", "pidfile", "log_file", "extension_modules"):
+        assert opts[key].startswith(str(tmp_path)), key
+    assert healthloop.minion_opts("/c", {"kolla_state_directory": "/var/lib/kolla-salt"})["sock_dir"] == \
+        "/var/lib/kolla-salt/salt/health/sock"
+
+
+def test_a_deep_state_folder_moves_the_sockets_to_a_short_path(tmp_path):
+    deep = tmp_path / ("x" * 90)
+    opts = healthloop.minion_opts("/c", {"kolla_state_directory": str(deep)})
+    assert len(opts["sock_dir"] + "/minion_event_0123456789_pub.ipc") < 108
