@@ -113,10 +113,6 @@ class ContainerManager:
         if labels.get(LABEL_SPEC_HASH) != spec.spec_hash():
             old = json.loads(labels.get(LABEL_SPEC, "{}"))
             changes.update(diff(old, spec.canonical()) or {"spec": "changed"})
-            if set(changes) == {"image"} and image.id == current.image.id:
-                # The same image under another tag (e.g. an infrastructure image
-                # tagged for a new release): nothing would change inside.
-                changes = {}
         elif image.id != current.image.id:
             changes["image"] = f"{spec.image} was rebuilt ({current.image.id[7:19]} -> {image.id[7:19]})"
         if labels.get(LABEL_CONFIG_HASH) != wanted_config:

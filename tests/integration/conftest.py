@@ -3,6 +3,7 @@
 Every container is named `kshealth<random>-...` and every folder lives in a
 short temporary directory (Unix socket paths of the daemons must stay short);
 both are removed afterwards, so these tests run beside a real deployment."""
+import contextlib
 import shutil
 import subprocess
 import tempfile
@@ -10,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from kolla_salt.containers import ContainerManager
@@ -36,9 +38,11 @@ def health_manager(docker_client, built_images, health_prefix, health_dir):
     """A ContainerManager over a test state folder; removes the test's containers after."""
     built_images("memcached")
     yield ContainerManager(client=docker_client, state_dir=health_dir / "state", health_timeout=60)
-    for container in docker_client.containers.list(all=True):
-        if container.name.startswith(health_prefix):
-            container.remove(force=True)
+    # The raw listing: other containers on the engine may vanish meanwhile.
+    for entry in docker_client.api.containers(all=True, filters={"name": health_prefix}):
+        if any(name.lstrip("/").startswith(health_prefix) for name in entry["Names"]):
+            with contextlib.suppress(docker.errors.NotFound):
+                docker_client.api.remove_container(entry["Id"], force=True)
 
 
 def memcached_spec(name, breakable=False):

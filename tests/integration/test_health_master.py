@@ -4,6 +4,7 @@ reach the master as `salt/beacon/<minion>/kolla_health/<name>/unhealthy`, the
 master's reactor (salt/reactor/kolla_health/master.sls) runs
 `kolla_health.restart` on that minion, and the module's announcements
 (`kolla/health/<name>/restarted|gave-up`) come back to the master's bus."""
+import shutil
 import time
 import uuid
 
@@ -27,6 +28,9 @@ def salt_pair(salt_factories, health_prefix, health_dir):
             str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],
     })
     minion = master.salt_minion_daemon(f"kshealth-minion-{uuid.uuid4().hex[:6]}", overrides={
+        # Salt runs beacons every second but counts their `interval` in
+        # loop_interval units (salt-factories sets 0.05): keep Salt's default.
+        "loop_interval": 1,
         "module_dirs": [str(paths.REPO / "salt" / "_modules")],
         "beacons_dirs": [str(paths.REPO / "salt" / "_beacons")],
         "beacons": {"kolla_health": [{"interval": 1}, {"threshold": 2}, {"prefix": health_prefix},
@@ -34,8 +38,12 @@ def salt_pair(salt_factories, health_prefix, health_dir):
         "kolla_health": {"state_file": str(health_dir / "restarts.json"), "restart_cap": CAP,
                          "restart_window": 600, "restart_backoff": 1, "stop_timeout": 2, "prefix": health_prefix},
     })
-    with master.started(), minion.started():
-        yield master, minion
+    try:
+        with master.started(), minion.started():
+            yield master, minion
+    finally:
+        for daemon in (minion, master):   # salt-factories leaves their folders in /tmp
+            shutil.rmtree(daemon.config["root_dir"], ignore_errors=True)
 
 
 def test_master_reactor_restarts_a_frozen_container_then_gives_up_on_a_broken_one(
