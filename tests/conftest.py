@@ -57,6 +57,14 @@ class KollaEnv:
                                  f"{proc.stdout}\n{proc.stderr}")
         return proc
 
+    def openstack(self, *args):
+        """The real python-openstackclient, as the admin of this cloud (clouds.yaml)."""
+        proc = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
+                               *args, "-f", "value"], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(self.config_dir / "clouds.yaml")})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
     def passwords(self):
         return yaml.safe_load((self.config_dir / "passwords.yml").read_text())
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.functional
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
 SERVICES = ("mariadb", "rabbitmq", "memcached", "keystone")
 
 
@@ -24,25 +23,17 @@ def aio(tmp_path_factory, docker_client, built_images):
     cleanup_prefix(docker_client, env.prefix)
 
 
-def openstack(env, *args):
-    proc = subprocess.run([OPENSTACK, "--os-cloud", "kolla-admin", *args, "-f", "value"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.config_dir / "clouds.yaml")})
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
 def started_at(docker_client, env):
     return {s: docker_client.containers.get(env.name(s)).attrs["State"]["StartedAt"] for s in SERVICES}
 
 
 def test_the_real_client_issues_tokens_and_manages_projects_and_users(aio):
-    assert openstack(aio, "token", "issue", "-c", "id").strip()
-    openstack(aio, "project", "create", "--domain", "default", "kst-project")
-    openstack(aio, "user", "create", "--domain", "default", "--project", "kst-project",
+    assert aio.openstack("token", "issue", "-c", "id").strip()
+    aio.openstack("project", "create", "--domain", "default", "kst-project")
+    aio.openstack("user", "create", "--domain", "default", "--project", "kst-project",
               "--password", "kst-user-pw", "kst-user")
-    assert "kst-project" in openstack(aio, "project", "list", "-c", "Name").split()
-    assert "kst-user" in openstack(aio, "user", "list", "-c", "Name").split()
+    assert "kst-project" in aio.openstack("project", "list", "-c", "Name").split()
+    assert "kst-user" in aio.openstack("user", "list", "-c", "Name").split()
 
 
 def test_every_container_is_healthy_in_its_set(aio, docker_client):
@@ -89,7 +80,7 @@ def test_override_reconfigures_keystone_only(aio, docker_client):
     after = started_at(docker_client, aio)
     assert after["keystone"] != before["keystone"]
     assert {s: after[s] for s in SERVICES if s != "keystone"} == {s: before[s] for s in SERVICES if s != "keystone"}
-    assert openstack(aio, "token", "issue", "-c", "id").strip()
+    assert aio.openstack("token", "issue", "-c", "id").strip()
 
 
 def test_invalid_operator_files_are_refused_naming_the_key(aio, docker_client):
@@ -138,7 +129,7 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
         back = docker_client.containers.get(aio.name("keystone"))
         assert back.id == good.id and back.labels["kolla.generation"] == str(generation)
         assert back.attrs["HostConfig"]["RestartPolicy"]["Name"] == "always"
-        assert "kst-project" in openstack(aio, "project", "list", "-c", "Name").split()
+        assert "kst-project" in aio.openstack("project", "list", "-c", "Name").split()
         # Back on the good tag, the restored container is what Salt wants: nothing to do.
         aio.write_globals(keystone_tag="", container_health_timeout=120)
         assert " 0 changed, 0 failed" in aio.run("deploy").stdout

@@ -7,18 +7,9 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.functional
-OPENSTACK = str(Path(sys.executable).parent / "openstack")
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 OLD, NEW = "2025.2", "2026.1"          # keystone 28.0.0 -> 29.0.0: 29 brings an expand migration
 NEW_MIGRATION = "742c857f1dfb"
-
-
-def openstack(env, *args):
-    proc = subprocess.run([OPENSTACK, "--os-cloud", "kolla-admin", *args, "-f", "value"],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.config_dir / "clouds.yaml")})
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 def alembic_versions(env, docker_client):
@@ -38,8 +29,8 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     env.run("deploy")
     keystone = env.name("keystone")
     assert docker_client.containers.get(keystone).image.tags == [f"kolla-salt/keystone:{OLD}-source"]
-    openstack(env, "project", "create", "--domain", "default", "kst-upgrade-project")
-    openstack(env, "user", "create", "--domain", "default", "--password", "pw-kst", "kst-upgrade-user")
+    env.openstack("project", "create", "--domain", "default", "kst-upgrade-project")
+    env.openstack("user", "create", "--domain", "default", "--password", "pw-kst", "kst-upgrade-user")
     assert NEW_MIGRATION not in alembic_versions(env, docker_client)
 
     out = env.run("upgrade", "--release", NEW).stdout
@@ -50,9 +41,9 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     assert NEW_MIGRATION in alembic_versions(env, docker_client)   # db_sync ran the new migration
     # The database was replaced too (new tag), its data on the volume survived:
     assert docker_client.containers.get(env.name("mariadb")).labels["kolla.generation"] == "2"
-    assert "kst-upgrade-project" in openstack(env, "project", "list", "-c", "Name").split()
-    assert "kst-upgrade-user" in openstack(env, "user", "list", "-c", "Name").split()
-    assert openstack(env, "token", "issue", "-c", "id").strip()
+    assert "kst-upgrade-project" in env.openstack("project", "list", "-c", "Name").split()
+    assert "kst-upgrade-user" in env.openstack("user", "list", "-c", "Name").split()
+    assert env.openstack("token", "issue", "-c", "id").strip()
     assert docker_client.containers.get(f"{keystone}.gen1").status == "exited"   # kept for rollback
 
     out = env.run("rollback", keystone).stdout
@@ -60,7 +51,7 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     current = docker_client.containers.get(keystone)
     assert current.image.tags == [f"kolla-salt/keystone:{OLD}-source"]
     assert current.labels["kolla.generation"] == "3"
-    assert "kst-upgrade-user" in openstack(env, "user", "list", "-c", "Name").split()
-    assert openstack(env, "token", "issue", "-c", "id").strip()
+    assert "kst-upgrade-user" in env.openstack("user", "list", "-c", "Name").split()
+    assert env.openstack("token", "issue", "-c", "id").strip()
     status = env.run("status", "--format", "json").stdout
     assert '"generation": 3' in status
