@@ -218,3 +218,47 @@ def _alive(pid):
         return False
     stat = Path(f"/proc/{pid}/stat").read_text() if Path(f"/proc/{pid}/stat").exists() else ""
     return ") Z " not in stat
+
+
+class EventTap:
+    """Records the daemon's event bus in a thread (tests, benchmarks, operators
+    watching the loop). A masterless minion keeps its events local, its beacon
+    events inside one `__beacons_return` event: they are unpacked here.
+    `events` holds (monotonic time, tag, data)."""
+
+    def __init__(self, settings, config_dir="/"):
+        import threading
+
+        import salt.config
+        import salt.utils.event
+        opts = minion_opts(config_dir, settings)
+        listen_opts = salt.config.minion_config(None)
+        listen_opts.update(sock_dir=opts["sock_dir"], id=opts["id"])
+        self.events = []
+        self._stop = threading.Event()
+        self._bus = salt.utils.event.get_event("minion", sock_dir=opts["sock_dir"], opts=listen_opts, listen=True)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            event = self._bus.get_event(wait=0.5, full=True)
+            if not event:
+                continue
+            now = time.monotonic()
+            if event["tag"] == "__beacons_return":
+                self.events.extend((now, b["tag"], b["data"]) for b in event["data"].get("beacons", []))
+            else:
+                self.events.append((now, event["tag"], event["data"]))
+
+    def tags(self, suffix, since=0.0):
+        return [tag for at, tag, _ in self.events if tag.endswith(suffix) and at >= since]
+
+    def first(self, suffix, since=0.0):
+        """Monotonic time of the first event whose tag ends with `suffix`, or None."""
+        return next((at for at, tag, _ in self.events if tag.endswith(suffix) and at >= since), None)
+
+    def close(self):
+        self._stop.set()
+        self._thread.join(5)
+        self._bus.destroy()

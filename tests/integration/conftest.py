@@ -38,11 +38,22 @@ def health_manager(docker_client, built_images, health_prefix, health_dir):
     """A ContainerManager over a test state folder; removes the test's containers after."""
     built_images("memcached")
     yield ContainerManager(client=docker_client, state_dir=health_dir / "state", health_timeout=60)
-    # The raw listing: other containers on the engine may vanish meanwhile.
-    for entry in docker_client.api.containers(all=True, filters={"name": health_prefix}):
-        if any(name.lstrip("/").startswith(health_prefix) for name in entry["Names"]):
+    remove_prefixed(docker_client, health_prefix)
+
+
+def remove_prefixed(client, prefix, attempts=5):
+    """Removes every container named `prefix...`, through the raw listing
+    (other containers on the engine may vanish meanwhile), until none is left."""
+    for _ in range(attempts):
+        left = [entry for entry in client.api.containers(all=True, filters={"name": prefix})
+                if any(name.lstrip("/").startswith(prefix) for name in entry["Names"])]
+        if not left:
+            return
+        for entry in left:
             with contextlib.suppress(docker.errors.NotFound):
-                docker_client.api.remove_container(entry["Id"], force=True)
+                client.api.remove_container(entry["Id"], force=True)
+        time.sleep(0.5)
+    raise AssertionError(f"containers {prefix}* could not be removed: {[e['Names'] for e in left]}")
 
 
 def memcached_spec(name, breakable=False):

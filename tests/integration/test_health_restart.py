@@ -3,7 +3,6 @@ masterless salt-minion daemon (kolla_health beacon + reactor engine) over the
 real Docker engine; memcached containers are frozen (SIGSTOP inside: the
 process lives, its check fails, Docker does nothing) and the loop must restart
 them, give up past the cap, and leave healthy containers alone."""
-import threading
 import time
 
 import pytest
@@ -23,40 +22,6 @@ INTERVAL, THRESHOLD, CHECK_TIMEOUT, STOP_TIMEOUT = 1, 2, 2, 2
 RECOVERY_BOUND = THRESHOLD * (INTERVAL + CHECK_TIMEOUT) + STOP_TIMEOUT + 15
 
 
-class BusRecorder:
-    """Records the daemon's event bus (a masterless minion keeps its events
-    local: beacon events arrive inside one `__beacons_return` event)."""
-
-    def __init__(self, sock_dir, minion_id):
-        import salt.config
-        import salt.utils.event
-        opts = salt.config.minion_config(None)
-        opts.update(sock_dir=sock_dir, id=minion_id)
-        self.events = []
-        self._stop = threading.Event()
-        self._bus = salt.utils.event.get_event("minion", sock_dir=sock_dir, opts=opts, listen=True)
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            event = self._bus.get_event(wait=0.5, full=True)
-            if not event:
-                continue
-            if event["tag"] == "__beacons_return":
-                self.events.extend((time.monotonic(), b["tag"], b["data"]) for b in event["data"]["beacons"])
-            else:
-                self.events.append((time.monotonic(), event["tag"], event["data"]))
-
-    def tags(self, suffix):
-        return [tag for _, tag, _ in self.events if tag.endswith(suffix)]
-
-    def close(self):
-        self._stop.set()
-        self._thread.join(5)
-        self._bus.destroy()
-
-
 @pytest.fixture
 def health_daemon(health_dir, health_prefix, health_manager):
     """Starts the loop for this test's containers only (its prefix); yields
@@ -71,8 +36,7 @@ def health_daemon(health_dir, health_prefix, health_manager):
     assert started["started"] and started["pid"]
     again = healthloop.ensure_health_daemon(health_dir / "config", settings)
     assert again == {**started, "started": False}, "a running daemon with the same config is kept"
-    opts = healthloop.minion_opts(health_dir / "config", settings)
-    recorder = BusRecorder(opts["sock_dir"], opts["id"])
+    recorder = healthloop.EventTap(settings)
     yield settings, recorder
     recorder.close()
     root = healthloop.daemon_root(settings)

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""How long a hung service stays down with the health loop running.
+
+Starts the all-in-one health daemon (kolla_salt.healthloop) for containers of
+its own (`kshealthbench<random>-`), freezes the service inside a container
+(SIGSTOP to its processes: alive, check failing, Docker does nothing) and
+measures, from the freeze: the beacon's `unhealthy` event, the reactor's
+`restarted` event, and the container passing its own check again. Prints
+the figures per service and setting, next to the expected detection time
+(threshold x (interval + check timeout) at worst).
+
+Services: memcached (kolla-salt/memcached:zed) and, when the image
+kolla-salt/keystone:zed exists, keystone under uwsgi serving its version
+document (a standalone keystone: fernet keys made at start, no database, which
+/v3 does not need; its check is the same as in a deployment).
+
+The restart cap and backoff are lifted here (cap 1000, backoff 0) so rounds
+measure recovery, not the storm protection.
+
+Usage: .venv/bin/python benchmarks/health_recovery.py [--rounds N] [--fast-only]
+"""
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import docker.errors
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from kolla_salt import healthloop  # noqa: E402
+from kolla_salt.containers import ContainerManager  # noqa: E402
+from kolla_salt.spec import ContainerSpec  # noqa: E402
+
+FREEZE = ("import os, signal, sys\n"
+          "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+          "    if int(pid) in (1, os.getpid()): continue\n"
+          "    try: cmd = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+          "    except OSError: continue\n"
+          "    if sys.argv[1].encode() in cmd: os.kill(int(pid), signal.SIGSTOP)\n")
+
+SERVICES = {
+    "memcached": dict(
+        image="kolla-salt/memcached:zed", process="memcached", user=None,
+        command=["/usr/bin/memcached", "-u", "memcache", "-l", "127.0.0.1", "-p", "11211", "-m", "16"],
+        test=["kolla_check", "memcached", "127.0.0.1:11211"]),
+    "keystone": dict(
+        image="kolla-salt/keystone:zed", process="uWSGI", user="keystone",
+        command=["sh", "-c", "keystone-manage fernet_setup --keystone-user keystone --keystone-group keystone"
+                             " && exec kolla_keystone_serve 127.0.0.1 5000"],
+        test=["kolla_check", "http", "http://127.0.0.1:5000/v3", "200"]),
+}
+SETTINGS = {   # name: (interval, threshold, check timeout)
+    "defaults (interval 5 s, threshold 3)": (5, 3, 5),
+    "fast (interval 1 s, threshold 2)": (1, 2, 2),
+}
+
+
+def spec_for(name, service, interval, timeout):
+    return ContainerSpec.from_dict({
+        "name": name, "image": service["image"], "set_path": "benchmark/health", "user": service["user"],
+        "command": service["command"], "stop_timeout": 2,
+        "healthcheck": {"test": service["test"], "interval": interval, "timeout": timeout,
+                        "retries": 3, "start_period": 0},
+    }, where=f"benchmark spec {name}")
+
+
+def passes(container, spec):
+    container.reload()
+    return container.status == "running" and container.exec_run(list(spec.healthcheck.test)).exit_code == 0
+
+
+def one_round(client, tap, spec, process, limit=120):
+    container = client.containers.get(spec.name)
+    started = container.attrs["State"]["StartedAt"]
+    frozen = time.monotonic()
+    result = container.exec_run(["python3", "-c", FREEZE, process])
+    assert result.exit_code == 0, result.output
+    while time.monotonic() - frozen < limit:
+        container.reload()
+        if container.attrs["State"]["StartedAt"] != started and passes(container, spec):
+            healthy = time.monotonic() - frozen
+            unhealthy = tap.first(f"{spec.name}/unhealthy", since=frozen)
+            restarted = tap.first(f"kolla/health/{spec.name}/restarted", since=frozen)
+            return (unhealthy - frozen if unhealthy else None, restarted - frozen if restarted else None, healthy)
+        time.sleep(0.1)
+    raise RuntimeError(f"{spec.name} was not healthy again within {limit} s")
+
+
+def measure(client, service_name, setting_name, rounds):
+    interval, threshold, timeout = SETTINGS[setting_name]
+    service = SERVICES[service_name]
+    prefix = f"kshealthbench{uuid.uuid4().hex[:6]}-"
+    folder = Path(tempfile.mkdtemp(prefix="kshealthbench", dir="/tmp"))
+    settings = {"kolla_state_directory": str(folder / "state"), "container_name_prefix": prefix,
+                "health_check_interval": interval, "health_failure_threshold": threshold,
+                "health_restart_cap": 1000, "health_restart_backoff": 0, "health_stop_timeout": 2}
+    manager = ContainerManager(client=client, state_dir=folder / "state", health_timeout=120)
+    spec = spec_for(f"{prefix}{service_name}", service, interval, timeout)
+    tap = None
+    try:
+        manager.ensure(spec)
+        healthloop.ensure_health_daemon(folder / "config", settings)
+        tap = healthloop.EventTap(settings)
+        time.sleep(interval + 1)   # the beacon has seen it healthy
+        figures = []
+        for _ in range(rounds):
+            figures.append(one_round(client, tap, spec, service["process"]))
+            time.sleep(interval + 1)
+        return figures, threshold * (interval + timeout)
+    finally:
+        if tap:
+            tap.close()
+        healthloop.stop_health_daemon(settings)
+        for entry in client.api.containers(all=True, filters={"name": prefix}):
+            try:
+                client.api.remove_container(entry["Id"], force=True)
+            except docker.errors.NotFound:
+                pass
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def summary(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "    n/a"
+    return f"{statistics.median(values):5.1f} s ({min(values):.1f}-{max(values):.1f})"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--fast-only", action="store_true", help="only the fast setting")
+    args = parser.parse_args()
+    client = docker.from_env(timeout=300)
+    services = []
+    for name, service in SERVICES.items():
+        try:
+            client.images.get(service["image"])
+            services.append(name)
+        except docker.errors.ImageNotFound:
+            print(f"{name}: image {service['image']} is missing (kolla-salt build {name}); skipped")
+    settings = [s for s in SETTINGS if not args.fast_only or s.startswith("fast")]
+    print(f"{'service':10} {'setting':38} {'unhealthy event':>22} {'restarted event':>22} "
+          f"{'healthy again':>22}  expected detection")
+    for setting in settings:
+        for service in services:
+            figures, expected = measure(client, service, setting, args.rounds)
+            detect, restart, healthy = zip(*figures)
+            print(f"{service:10} {setting:38} {summary(detect):>22} {summary(restart):>22} "
+                  f"{summary(healthy):>22}  <= {expected} s", flush=True)
+    print(f"(median (min-max) over {args.rounds} rounds, seconds from the freeze; restart = docker restart -t 2)")
+
+
+if __name__ == "__main__":
+    main()
