@@ -45,11 +45,13 @@ FREEZE = ("import os, signal, sys\n"
 
 SERVICES = {
     "memcached": dict(
-        image="kolla-salt/memcached:zed", process="memcached", user=None,
+        image="kolla-salt/memcached:zed", process="memcached", user=None, start_period=0,
         command=["/usr/bin/memcached", "-u", "memcache", "-l", "127.0.0.1", "-p", "11211", "-m", "16"],
         test=["kolla_check", "memcached", "127.0.0.1:11211"]),
     "keystone": dict(
-        image="kolla-salt/keystone:zed", process="uWSGI", user="keystone",
+        # Keystone needs ~5 s to answer after a start: without a start period a
+        # fast loop would restart it again before it is up.
+        image="kolla-salt/keystone:zed", process="uWSGI", user="keystone", start_period=10,
         command=["sh", "-c", "keystone-manage fernet_setup --keystone-user keystone --keystone-group keystone"
                              " && exec kolla_keystone_serve 127.0.0.1 5000"],
         test=["kolla_check", "http", "http://127.0.0.1:5000/v3", "200"]),
@@ -65,13 +67,16 @@ def spec_for(name, service, interval, timeout):
         "name": name, "image": service["image"], "set_path": "benchmark/health", "user": service["user"],
         "command": service["command"], "stop_timeout": 2,
         "healthcheck": {"test": service["test"], "interval": interval, "timeout": timeout,
-                        "retries": 3, "start_period": 0},
+                        "retries": 3, "start_period": service["start_period"]},
     }, where=f"benchmark spec {name}")
 
 
 def passes(container, spec):
-    container.reload()
-    return container.status == "running" and container.exec_run(list(spec.healthcheck.test)).exit_code == 0
+    try:
+        container.reload()
+        return container.status == "running" and container.exec_run(list(spec.healthcheck.test)).exit_code == 0
+    except docker.errors.APIError:   # being restarted right now
+        return False
 
 
 def one_round(client, tap, spec, process, limit=120):
@@ -106,11 +111,11 @@ def measure(client, service_name, setting_name, rounds):
         manager.ensure(spec)
         healthloop.ensure_health_daemon(folder / "config", settings)
         tap = healthloop.EventTap(settings)
-        time.sleep(interval + 1)   # the beacon has seen it healthy
         figures = []
         for _ in range(rounds):
+            # Freeze only once the beacon has seen it healthy and its start period is over.
+            time.sleep(interval + 1 + service["start_period"])
             figures.append(one_round(client, tap, spec, service["process"]))
-            time.sleep(interval + 1)
         return figures, threshold * (interval + timeout)
     finally:
         if tap:

@@ -14,11 +14,15 @@ Multinode setups use the same beacon and module with a master's reactor
 (salt/reactor/kolla_health/master.sls).
 
 Everything the daemon has lives under <kolla_state_directory>/salt/health/
-(config, pid file, keys, cache, log, sockets), it watches only containers
+(config, pid files, keys, cache, log `minion.log`, sockets unless that path
+is too long for a Unix socket), the restart bookkeeping in
+<kolla_state_directory>/health/restarts.json; it watches only containers
 whose names start with `container_name_prefix`, and `stop_health_daemon`
 ends only the process `ensure_health_daemon` started (recorded in its pid
 file and checked against its command line): nothing else on the host is
 touched, so tests and a real deployment can each run one side by side.
+
+`EventTap` follows the daemon's event bus (tests, benchmarks, operators).
 
 Settings (with their defaults until they are in pillar/defaults/globals.yml):
 health_check_interval 5, health_failure_threshold 3, health_restart_cap 3,

@@ -16,6 +16,9 @@ Configuration (a list of one-key dicts, Salt 3008 style)::
         - prefix: ""         # watch only containers whose name starts with it
         - remind: 10         # repeat a standing `unhealthy` after 10, 20, 40... s
         - remind_max: 600    # ... up to this gap
+
+Salt calls beacons every second but counts `interval` in `loop_interval`
+units: keep the minion's loop_interval at 1 (Salt's default).
 """
 import time
 

@@ -12,7 +12,8 @@ import pytest
 
 from kolla_salt import paths
 
-from conftest import BROKEN_MARKER, check_passes, freeze_service, incarnation, memcached_spec, wait_until
+from health_helpers import BROKEN_MARKER, check_passes, freeze_service, incarnation, memcached_spec, wait_until
+from health_helpers import health_dir, health_manager, health_prefix  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 

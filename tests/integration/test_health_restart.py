@@ -10,8 +10,9 @@ import pytest
 from kolla_salt import healthloop
 from kolla_salt.health import RestartLedger
 
-from conftest import BROKEN_MARKER, check_passes, freeze_service, incarnation, memcached_spec, \
+from health_helpers import BROKEN_MARKER, check_passes, freeze_service, incarnation, memcached_spec, \
     salt_minion_processes, wait_until
+from health_helpers import health_dir, health_manager, health_prefix  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,7 @@
-"""Fixtures of the health loop tests (names start with `health_`).
+"""Fixtures and helpers of the health loop tests (fixture names start with
+`health_`). Not a conftest.py: several test folders importing `conftest`
+by name would shadow each other (tests/functional imports the root one), so
+the test modules import these explicitly.
 
 Every container is named `kshealth<random>-...` and every folder lives in a
 short temporary directory (Unix socket paths of the daemons must stay short);
@@ -84,10 +87,11 @@ def incarnation(container):
 
 
 def check_passes(container, spec):
-    container.reload()
-    if container.status != "running":
+    try:
+        container.reload()
+        return container.status == "running" and container.exec_run(list(spec.healthcheck.test)).exit_code == 0
+    except docker.errors.APIError:   # being restarted right now
         return False
-    return container.exec_run(list(spec.healthcheck.test)).exit_code == 0
 
 
 def wait_until(predicate, timeout, step=0.25, what="condition"):
