@@ -33,7 +33,7 @@ import docker.errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kolla_salt import healthloop  # noqa: E402
-from kolla_salt.containers import ContainerManager  # noqa: E402
+from kolla_salt.containers import ContainerManager, run_check  # noqa: E402
 from kolla_salt.spec import ContainerSpec  # noqa: E402
 
 FREEZE = ("import os, signal, sys\n"
@@ -74,7 +74,7 @@ def spec_for(name, service, interval, timeout):
 def passes(container, spec):
     try:
         container.reload()
-        return container.status == "running" and container.exec_run(list(spec.healthcheck.test)).exit_code == 0
+        return container.status == "running" and run_check(container, spec)[0]
     except docker.errors.APIError:   # being restarted right now
         return False
 

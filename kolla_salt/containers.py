@@ -49,6 +49,12 @@ def read_config_files(config_dir):
     return files
 
 
+def run_check(container, spec):
+    """Runs the spec's health check once through docker exec: (passed, its output)."""
+    result = container.exec_run(list(spec.healthcheck.test))
+    return result.exit_code == 0, (result.output or b"").decode(errors="replace").strip()[-500:]
+
+
 def redact(text, secrets):
     for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, "********")
@@ -148,12 +154,12 @@ class ContainerManager:
         plan = self.plan(spec)
         if plan.action == "create":
             self._create_generation(spec, plan.generation, spec.name)
-            self._start_and_wait(self.get(spec.name), spec, plan.generation)
+            self._start_and_wait(self.get(spec.name), spec)
         elif plan.action == "recreate":
             self._swap(spec, plan.generation)
         elif plan.action == "start":
             container = self.get(spec.name)
-            self._start_and_wait(container, spec, plan.generation)
+            self._start_and_wait(container, spec)
         return plan
 
     def _create_generation(self, spec, generation, name):
@@ -195,10 +201,9 @@ class ContainerManager:
             args["cap_add"] = list(spec.cap_add)
         return args
 
-    def _start_and_wait(self, container, spec, generation):
+    def _start_and_wait(self, container, spec):
         container.start()
         self.wait_healthy(container, spec)
-        self.history(spec.name).set_outcome(generation, generations.RUNNING)
 
     def wait_healthy(self, container, spec, timeout=None):
         """Runs the spec's check through docker exec until it passes (no waiting
@@ -214,10 +219,9 @@ class ContainerManager:
             if state["Status"] == "running":
                 if spec.healthcheck is None:
                     return
-                result = container.exec_run(list(spec.healthcheck.test), demux=False)
-                if result.exit_code == 0:
+                passed, last = run_check(container, spec)
+                if passed:
                     return
-                last = (result.output or b"").decode(errors="replace").strip()[-500:]
             if time.monotonic() > deadline:
                 raise HealthTimeout(f"container {spec.name} did not pass its health check within "
                                     f"{timeout or self.health_timeout} s; last check said: {redact(last, self.secrets)}")
@@ -247,7 +251,7 @@ class ContainerManager:
         old.update(restart_policy={"Name": "no"})
         new.rename(spec.name)
         try:
-            self._start_and_wait(new, spec, generation)
+            self._start_and_wait(new, spec)
         except KollaError as error:
             self._restore(new, old, spec, generation, old_generation)
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
@@ -266,7 +270,9 @@ class ContainerManager:
             history.set_outcome(generation, generations.FAILED)
             history.drop_snapshot(generation)
             old.rename(spec.name)
-            old.update(restart_policy={"Name": spec.restart_policy if spec.restart_policy != "no" else "no"})
+            # The old generation gets back the restart policy it was created with.
+            old_policy = json.loads(old.labels.get(LABEL_SPEC, "{}")).get("restart_policy", "always")
+            old.update(restart_policy={"Name": old_policy})
             old.start()
             self.out(f"{spec.name}: generation {generation} failed; generation {old_generation} is back")
 

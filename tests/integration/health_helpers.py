@@ -17,7 +17,7 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from kolla_salt.containers import ContainerManager
+from kolla_salt.containers import ContainerManager, run_check
 from kolla_salt.spec import ContainerSpec
 
 MEMCACHED_IMAGE = "kolla-salt/memcached:zed"
@@ -89,7 +89,7 @@ def incarnation(container):
 def check_passes(container, spec):
     try:
         container.reload()
-        return container.status == "running" and container.exec_run(list(spec.healthcheck.test)).exit_code == 0
+        return container.status == "running" and run_check(container, spec)[0]
     except docker.errors.APIError:   # being restarted right now
         return False
 
