@@ -4,8 +4,10 @@ images/<name>/image.yml names the parent image (absent for the root image,
 whose parent is a debootstrap rootfs imported into Docker, as no registry is
 reachable). Templates extend images/service.Dockerfile.j2 for the shared
 header and footer. Every image carries the label kolla.build-hash, a hash of
-its rendered Dockerfile, its build context and its parent's image id: an image
-whose hash has not changed is not rebuilt.
+its build context (the rendered Dockerfile names the parent by image id): an image
+whose hash has not changed is not rebuilt, and an image that another tag
+already built with the same hash (the release-independent images of a second
+release) is tagged, not built again.
 """
 import hashlib
 import io
@@ -123,11 +125,11 @@ class Builder:
         except docker.errors.ImageNotFound:
             return None
 
-    def render(self, name):
-        image = self.images[name]
-        parent_ref = image_ref(self.settings, image.parent) if image.parent else rootfs_ref(self.settings)
+    def render(self, name, parent_id):
+        """The Dockerfile of `name`, FROM its parent's image id: a name would make
+        the same content under two tags look different (see build_hash)."""
         ctx = dict(self.settings)
-        ctx.update(image_name=name, parent_image=parent_ref, ca_bundle=self._ca_bundle() is not None,
+        ctx.update(image_name=name, parent_image=parent_id, ca_bundle=self._ca_bundle() is not None,
                    ca_bundle_name=CA_BUNDLE_NAME)
         return self.env.get_template(f"{name}/Dockerfile.j2").render(**ctx)
 
@@ -159,13 +161,12 @@ class Builder:
         return buf.getvalue()
 
     @staticmethod
-    def build_hash(context, parent_id):
-        digest = hashlib.sha256(context)
-        digest.update((parent_id or "").encode())
-        return digest.hexdigest()[:16]
+    def build_hash(context):
+        """The context holds the Dockerfile, which names the parent by id."""
+        return hashlib.sha256(context).hexdigest()[:16]
 
     def build(self, wanted=None, force=False):
-        """Builds `wanted` (all by default) and their parents; returns {name: 'built'|'unchanged'}."""
+        """Builds `wanted` (all by default) and their parents; returns {name: 'built'|'tagged'|'unchanged'}."""
         order = build_order(self.images, wanted or sorted(self.images))
         parent_root = self.ensure_rootfs()
         result = {}
@@ -173,18 +174,29 @@ class Builder:
             image = self.images[name]
             ref = image_ref(self.settings, name)
             parent = self._image(image_ref(self.settings, image.parent) if image.parent else parent_root)
-            dockerfile = self.render(name)
+            dockerfile = self.render(name, parent.id)
             context = self._context(name, dockerfile)
-            wanted_hash = self.build_hash(context, parent.id if parent else None)
+            wanted_hash = self.build_hash(context)
             current = self._image(ref)
             if not force and current is not None and current.labels.get(BUILD_HASH_LABEL) == wanted_hash:
                 self.out(f"[build] ({index}/{len(order)}) {ref}: unchanged")
                 result[name] = "unchanged"
                 continue
+            same = None if force else self._image_with_hash(wanted_hash)
+            if same is not None:
+                repo, tag = ref.rsplit(":", 1)
+                same.tag(repo, tag)
+                self.out(f"[build] ({index}/{len(order)}) {ref}: same content as {same.tags[0]}, tagged")
+                result[name] = "tagged"
+                continue
             self.out(f"[build] ({index}/{len(order)}) {ref}: building")
             self._docker_build(ref, context, wanted_hash)
             result[name] = "built"
         return result
+
+    def _image_with_hash(self, build_hash):
+        found = [i for i in self.client.images.list(filters={"label": f"{BUILD_HASH_LABEL}={build_hash}"}) if i.tags]
+        return found[0] if found else None
 
     def _docker_build(self, ref, context, build_hash):
         stream = self.client.api.build(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
+from . import healthloop, paths
 from .errors import KollaError, ValidationError
 
 EXIT_INVALID = 2
@@ -92,8 +92,8 @@ def cmd_build(args):
         settings = _with_release(args, settings)
     builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
     result = builder.build(args.images or None, force=args.force)
-    built = [n for n, r in result.items() if r == "built"]
-    print(f"[build] done: {len(built)} built, {len(result) - len(built)} unchanged")
+    counts = {outcome: sum(1 for r in result.values() if r == outcome) for outcome in ("built", "tagged", "unchanged")}
+    print("[build] done: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
 
 
 def _with_release(args, settings):
@@ -169,14 +169,35 @@ def cmd_deploy(args):
     names = [s["name"] for s in services]
     print(f"[deploy] {'checking' if args.test else 'deploying'} {', '.join(names)} (salt-call --local state.apply kolla.deploy)",
           flush=True)
-    code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names}, test=args.test)
+    settings = pillar["kolla"]["settings"]
+    if args.test:
+        code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names}, test=True)
+    else:
+        with healthloop.ledger(settings).paused_restarts():
+            code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names})
     changed, failed, total = summarise(data)
     print(f"[deploy] {total} states: {changed} changed, {failed} failed")
-    if code == 0 and failed == 0 and not args.test and any(n == "keystone" for n in names):
+    ok = code == 0 and failed == 0
+    if ok and not args.test and any(n == "keystone" for n in names):
         from .clouds import write_client_files
         for path in write_client_files(args.config_dir, pillar):
             print(f"[deploy] wrote {path}")
-    return 0 if code == 0 and failed == 0 else 1
+    if not args.test:
+        _ensure_health_loop(args, settings, "deploy")
+    return 0 if ok else 1
+
+
+def _ensure_health_loop(args, settings, command):
+    """After containers changed, the loop watches them (whatever the outcome:
+    a failed upgrade leaves the restored containers to watch)."""
+    if not settings["enable_health_loop"]:
+        if healthloop.stop_health_daemon(settings):
+            print(f"[{command}] health loop: stopped (enable_health_loop is false)")
+        return
+    daemon = healthloop.ensure_health_daemon(args.config_dir, settings)
+    print(f"[{command}] health loop: {'started' if daemon['started'] else 'running'} (pid {daemon['pid']}, "
+          f"check every {settings['health_check_interval']} s, restart after "
+          f"{settings['health_failure_threshold']} failures; log {healthloop.daemon_root(settings) / 'minion.log'})")
 
 
 def cmd_upgrade(args):
@@ -212,12 +233,13 @@ def _set_global(config_dir, key, value):
 
 
 def cmd_status(args):
-    from .status import collect, render
-    rows = collect(_client(), _settings(args))
+    from .status import collect, health_loop, render
+    settings = _settings(args)
+    rows, loop = collect(_client(), settings), health_loop(settings)
     if args.format == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"containers": rows, "health_loop": loop}, indent=2))
     else:
-        print(render(rows))
+        print(render(rows, loop))
 
 
 def cmd_logs(args):
@@ -243,9 +265,13 @@ def cmd_rollback(args):
                                settings["container_health_timeout"], settings["generations_kept"],
                                out=lambda m: print(f"[rollback] {m}", flush=True))
     names = [args.container] if args.container else _set_containers(args, settings, reverse=True)
-    for name in names:
-        target, new = manager.rollback(name)
-        print(f"[rollback] {name}: generation {new} runs what generation {target} ran")
+    try:
+        with healthloop.ledger(settings).paused_restarts():
+            for name in names:
+                target, new = manager.rollback(name)
+                print(f"[rollback] {name}: generation {new} runs what generation {target} ran")
+    finally:
+        _ensure_health_loop(args, settings, "rollback")
 
 
 def _set_containers(args, settings, reverse=False):
@@ -260,12 +286,16 @@ def _set_containers(args, settings, reverse=False):
 
 
 def cmd_stop(args):
-    client = _client()
+    """Stops the running containers of this deployment (all, or those of --services);
+    stopping all also stops the health loop. `deploy` starts them again."""
     from .spec import LABEL_NAME, LABEL_SET
+    settings = _settings(args)
     wanted = set(_split(args.services))
-    for container in client.containers.list(filters={"label": LABEL_NAME}):
+    if not wanted and healthloop.stop_health_daemon(settings):
+        print("[stop] health loop stopped")
+    for container in _client().containers.list(filters={"label": LABEL_NAME}):
         service = container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1]
-        if not wanted or service in wanted:
+        if container.name.startswith(settings["container_name_prefix"]) and (not wanted or service in wanted):
             container.stop()
             print(f"[stop] {container.name} stopped")
 
@@ -287,6 +317,8 @@ def cmd_destroy(args):
         if input("Type 'yes' to go on: ").strip() != "yes":
             print("destroy: nothing done")
             return 1
+    if healthloop.stop_health_daemon(settings):
+        print("[destroy] health loop stopped")
     for container in containers:
         container.remove(force=True)
         print(f"[destroy] removed container {container.name}")

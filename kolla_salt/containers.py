@@ -28,6 +28,8 @@ CAPABILITIES = (
     "SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG "
     "WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF CHECKPOINT_RESTORE").split()
 
+JOBS_REMEMBERED = 5   # successful job runs remembered per job (see job_pending)
+
 
 def capabilities_missing_from_bounding_set(status_file="/proc/self/status"):
     """Capabilities this host's bounding set lacks; --privileged needs all of them."""
@@ -325,10 +327,19 @@ class ContainerManager:
     def _job_record_path(self, name):
         return os.path.join(self.state_dir, "jobs", f"{name}.done")
 
+    def _jobs_done(self, name):
+        path = self._job_record_path(name)
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return f.read().split()
+
     def job_pending(self, spec):
-        """A job runs again only when its spec, image or config changed since it last succeeded."""
-        path = self._job_record_path(spec.name)
-        return not (os.path.exists(path) and open(path).read() == self._job_hash(spec))
+        """A job runs only when this combination of spec, image and config has not succeeded
+        on this host recently. Remembering more than the last one means that going back to a
+        known image (after a failed upgrade, or a rollback) does not run its job again, e.g.
+        an older db_sync against a schema already migrated forward."""
+        return self._job_hash(spec) not in self._jobs_done(spec.name)
 
     def run_job(self, spec, timeout=600):
         """Runs a one-shot container to completion; raises JobFailed with its (redacted)
@@ -352,8 +363,9 @@ class ContainerManager:
             container.remove(force=True)
         if result.get("StatusCode") != 0:
             raise JobFailed(f"job {spec.name} exited with code {result.get('StatusCode')}:\n{output[-3000:]}")
+        done = [h for h in self._jobs_done(spec.name) if h != job_hash][-(JOBS_REMEMBERED - 1):]
         path = self._job_record_path(spec.name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
-            f.write(job_hash)
+            f.write("\n".join(done + [job_hash]) + "\n")
         return output

@@ -339,10 +339,37 @@ class RestartPolicy:
 
 
 class RestartLedger:
-    """{container name: record} in a JSON file, changed under an exclusive lock."""
+    """{container name: record} in a JSON file, changed under an exclusive lock.
+
+    Beside it, the file `paused` holds the pid of a deploy, upgrade or rollback
+    in progress (see `paused_restarts`): while that process lives, the loop
+    restarts nothing, because a container being swapped in may fail its
+    check until it is ready and the swap already decides what happens to it."""
 
     def __init__(self, path):
         self.path = str(path)
+        self.pause_file = os.path.join(os.path.dirname(self.path), "paused")
+
+    def paused_by(self):
+        """The pid of the live process that paused restarts, or None."""
+        try:
+            with open(self.pause_file) as f:
+                pid = int(f.read().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):   # no pause, or its process is gone
+            return None
+        return pid
+
+    @contextlib.contextmanager
+    def paused_restarts(self):
+        os.makedirs(os.path.dirname(self.pause_file), exist_ok=True)
+        with open(self.pause_file, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.pause_file)
 
     def read(self):
         try:
@@ -371,6 +398,10 @@ def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", 
     `incarnation` is the one the beacon reported: if the container was
     restarted since (the event is old), nothing is done."""
     now = time.time() if now is None else now
+    pauser = ledger.paused_by()
+    if pauser:
+        return {"name": name, "action": "ignored",
+                "reason": f"a deploy, upgrade or rollback (pid {pauser}) is replacing containers"}
     try:
         container = client.containers.get(name)
     except docker.errors.NotFound:

@@ -24,10 +24,8 @@ touched, so tests and a real deployment can each run one side by side.
 
 `EventTap` follows the daemon's event bus (tests, benchmarks, operators).
 
-Settings (with their defaults until they are in pillar/defaults/globals.yml):
-health_check_interval 5, health_failure_threshold 3, health_restart_cap 3,
-health_restart_window 600, health_restart_backoff 10, health_stop_timeout 2,
-enable_health_loop true.
+Settings: the health_* keys and enable_health_loop of globals.yml (defaults
+in pillar/defaults/globals.yml).
 """
 import hashlib
 import os
@@ -42,22 +40,15 @@ from pathlib import Path
 import yaml
 
 from . import paths
+from .inventory import default_settings
 
-DEFAULTS = {
-    "health_check_interval": 5,        # seconds between two checks of a container
-    "health_failure_threshold": 3,     # failed checks in a row before it counts as unhealthy
-    "health_restart_cap": 3,           # restarts of one container per window, then give up
-    "health_restart_window": 600,      # seconds
-    "health_restart_backoff": 10,      # seconds before a 2nd restart, doubling after each
-    "health_stop_timeout": 2,          # docker restart -t: a hung process gets SIGKILL soon
-    "enable_health_loop": True,
-}
 # Unix socket paths must stay under 108 bytes; the minion's is <sock_dir>/minion_event_<10 hex>_pub.ipc.
 _SOCKET_ROOM = 107 - len("/minion_event_0123456789_pub.ipc")
 
 
 def setting(settings, key):
-    return settings.get(key, DEFAULTS[key])
+    """A setting, from pillar/defaults/globals.yml when `settings` lacks it."""
+    return settings[key] if key in settings else default_settings()[key]
 
 
 def daemon_root(settings):
@@ -86,10 +77,16 @@ def code_version():
     return digest.hexdigest()[:16]
 
 
+def ledger(settings):
+    """The restart bookkeeping (and pause switch) of this host's loop."""
+    from .health import RestartLedger
+    state_dir = Path(settings.get("kolla_state_directory", "/var/lib/kolla-salt"))
+    return RestartLedger(state_dir / "health" / "restarts.json")
+
+
 def minion_opts(config_dir, settings, minion_id=None):
     """The daemon's minion configuration, from the kolla settings."""
     root = daemon_root(settings)
-    state_dir = Path(settings.get("kolla_state_directory", "/var/lib/kolla-salt"))
     backoff = setting(settings, "health_restart_backoff")
     return {
         "id": minion_id or f"{socket.gethostname()}-health",
@@ -123,7 +120,7 @@ def minion_opts(config_dir, settings, minion_id=None):
         "reactor": [{"__beacons_return": [str(paths.REPO / "salt" / "reactor" / "kolla_health" / "masterless.sls")]}],
         "kolla_health": {
             "code_version": code_version(),
-            "state_file": str(state_dir / "health" / "restarts.json"),
+            "state_file": ledger(settings).path,
             "restart_cap": setting(settings, "health_restart_cap"),
             "restart_window": setting(settings, "health_restart_window"),
             "restart_backoff": backoff,
@@ -131,6 +128,11 @@ def minion_opts(config_dir, settings, minion_id=None):
             "prefix": settings.get("container_name_prefix", ""),
         },
     }
+
+
+def running_pid(settings):
+    """The pid of this host's health daemon, or None when it does not run."""
+    return _running_pid(daemon_root(settings))
 
 
 def _running_pid(root):

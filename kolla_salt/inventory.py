@@ -60,13 +60,21 @@ def check_value(key, default, value, where, problems):
     if key.endswith("_port") and not 0 < value < 65536:
         problems.append(f"{where}: key '{key}' must be a port number (1-65535), got {value!r}")
         return False
+    if key.startswith("health_") and value <= 0:
+        problems.append(f"{where}: key '{key}' must be greater than 0, got {value!r}")
+        return False
     return True
+
+
+def default_settings(problems=None):
+    """pillar/defaults/globals.yml: every setting with its default."""
+    return _read_yaml(paths.DEFAULTS_DIR / "globals.yml", [] if problems is None else problems)
 
 
 def load_settings(config_dir, warnings=None):
     """Defaults overlaid with globals.yml, validated; plus derived values."""
     problems = []
-    defaults = _read_yaml(paths.DEFAULTS_DIR / "globals.yml", problems)
+    defaults = default_settings(problems)
     globals_file = Path(config_dir) / "globals.yml"
     user = _read_yaml(globals_file, problems)
     settings = dict(defaults)

@@ -1,4 +1,5 @@
 """What runs now: the set tree with each managed container's state."""
+from . import healthloop
 from .inventory import service_order
 from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET
 
@@ -28,9 +29,16 @@ def collect(client, settings):
     return sorted(current, key=lambda r: (order.get(r["set"], len(order)), r["name"]))
 
 
+def health_loop(settings):
+    """Whether this host's health loop runs, and its restarts per container."""
+    pid = healthloop.running_pid(settings)
+    restarts = {name: {"restarts": len(record.get("restarts", [])), "gave_up": bool(record.get("gave_up"))}
+                for name, record in healthloop.ledger(settings).read().items()}
+    return {"running": pid is not None, "pid": pid, "enabled": settings["enable_health_loop"],
+            "restarts": restarts}
 
 
-def render(rows):
+def render(rows, loop):
     if not rows:
         return "no kolla-salt containers on this host"
     lines, last_top, last_set = [], None, None
@@ -43,6 +51,11 @@ def render(rows):
             lines.append(f"  {service}")
             last_set = row["set"]
         kept = ",".join(map(str, row["kept_generations"])) or "-"
+        restarts = loop["restarts"].get(row["name"], {})
+        note = (" (health loop gave up)" if restarts.get("gave_up") else
+                f" (health loop restarts: {restarts['restarts']})" if restarts.get("restarts") else "")
         lines.append(f"    {row['name']:<24} {row['state']:<9} {row['health']:<10} gen {row['generation']:<4} "
-                     f"kept {kept:<8} {row['image']}")
+                     f"kept {kept:<8} {row['image']}{note}")
+    lines.append(f"health loop: {'running (pid %d)' % loop['pid'] if loop['running'] else 'not running'}"
+                 + ("" if loop["enabled"] else " (enable_health_loop: false)"))
     return "\n".join(lines)

@@ -40,6 +40,7 @@ class KollaEnv:
             "kolla_state_directory": str(root / "state"),
             "kolla_log_directory": str(root / "log"),
             "container_health_timeout": 120,
+            "enable_health_loop": False,   # the suites that test the loop turn it on
             **TEST_PORTS,
         }
         self.write_globals()
@@ -71,6 +72,12 @@ class KollaEnv:
     def name(self, container):
         return self.prefix + container
 
+    def cleanup(self, client):
+        """Ends this env's health daemon (by its pid file) and removes its containers and volumes."""
+        from kolla_salt import healthloop
+        healthloop.stop_health_daemon(self.globals)
+        cleanup_prefix(client, self.prefix)
+
 
 def cleanup_prefix(client, prefix):
     for container in client.containers.list(all=True):
@@ -86,7 +93,7 @@ def kolla_env(tmp_path, docker_client):
     prefix = f"kst{uuid.uuid4().hex[:6]}-"
     env = KollaEnv(tmp_path, prefix)
     yield env
-    cleanup_prefix(docker_client, prefix)
+    env.cleanup(docker_client)
 
 
 @pytest.fixture(scope="session")

@@ -14,13 +14,15 @@ SERVICES = ("mariadb", "rabbitmq", "memcached", "keystone")
 @pytest.fixture(scope="module")
 def aio(tmp_path_factory, docker_client, built_images):
     """One deployed AIO cloud shared by the tests of this module (deploying takes a minute)."""
-    from conftest import KollaEnv, cleanup_prefix
+    from conftest import KollaEnv
     built_images("mariadb", "rabbitmq", "memcached", "keystone", "toolbox")
     env = KollaEnv(tmp_path_factory.mktemp("aio"), "kstaio-")
-    cleanup_prefix(docker_client, env.prefix)
+    env.cleanup(docker_client)
+    # The health loop as deploy starts it, with a short interval to keep the test short.
+    env.write_globals(enable_health_loop=True, health_check_interval=1, health_failure_threshold=2)
     env.deploy_output = env.run("deploy").stdout
     yield env
-    cleanup_prefix(docker_client, env.prefix)
+    env.cleanup(docker_client)
 
 
 def started_at(docker_client, env):
@@ -47,16 +49,37 @@ def test_every_container_is_healthy_in_its_set(aio, docker_client):
     assert status.index("database-control") < status.index("messaging-control") < status.index("openstack-interface")
 
 
+def test_deploy_starts_the_health_loop_which_restarts_a_hung_service(aio, docker_client):
+    """Seed 000: a container that fails its check is restarted, with nothing started by hand."""
+    import time
+    assert "health loop: started" in aio.deploy_output
+    assert "health loop: running" in aio.run("status").stdout
+    memcached = docker_client.containers.get(aio.name("memcached"))
+    before = memcached.attrs["State"]["StartedAt"]
+    assert memcached.exec_run(["sh", "-c", "kill -STOP $(pidof memcached)"]).exit_code == 0
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        memcached.reload()
+        if memcached.attrs["State"]["StartedAt"] != before and memcached.exec_run(
+                ["kolla_check", "memcached", f"127.0.0.1:{aio.globals['memcached_port']}"]).exit_code == 0:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the frozen memcached was not restarted within 60 s")
+    assert "(health loop restarts: 1)" in aio.run("status").stdout
+
+
 def test_secrets_stay_secret(aio):
     passwords = aio.passwords()
     for path in ("passwords.yml", "clouds.yaml", "admin-openrc.sh"):
         assert stat.S_IMODE((aio.config_dir / path).stat().st_mode) == 0o600, path
     for secret in passwords.values():
         assert secret not in aio.deploy_output
-    log = Path("/var/log/kolla-salt/salt-minion.log")
-    if log.exists():
-        text = log.read_text(errors="replace")
-        assert not any(secret in text for secret in passwords.values())
+    logs = [Path("/var/log/kolla-salt/salt-minion.log"), aio.root / "state" / "salt" / "health" / "minion.log"]
+    for log in logs:
+        if log.exists():
+            text = log.read_text(errors="replace")
+            assert not any(secret in text for secret in passwords.values()), log
 
 
 def test_second_deploy_reports_zero_changes(aio, docker_client):
@@ -118,7 +141,7 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
                   "RUN printf '#!/bin/sh\\necho never healthy\\nexit 1\\n' > /usr/local/bin/kolla_check\n")
     broken_tag = f"{aio.prefix}broken"
     image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
-                                          tag=f"kolla-salt/keystone:{broken_tag}")
+                                          tag=f"kolla-salt/keystone:{broken_tag}", rm=True, forcerm=True)
     try:
         aio.write_globals(keystone_tag=broken_tag, container_health_timeout=15)
         proc = aio.run("upgrade", "--services", "keystone", check=False)
@@ -132,7 +155,8 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
         assert "kst-project" in aio.openstack("project", "list", "-c", "Name").split()
         # Back on the good tag, the restored container is what Salt wants: nothing to do.
         aio.write_globals(keystone_tag="", container_health_timeout=120)
-        assert " 0 changed, 0 failed" in aio.run("deploy").stdout
+        redeploy = aio.run("deploy").stdout
+        assert " 0 changed, 0 failed" in redeploy, redeploy
     finally:
         aio.write_globals(keystone_tag="", container_health_timeout=120)
         docker_client.images.remove(image.id, force=True)
