@@ -23,7 +23,8 @@ class BenchEnv:
         self.config_dir.mkdir()
         self.globals = {"container_name_prefix": prefix, "node_config_directory": str(self.root / "etc"),
                         "kolla_state_directory": str(self.root / "state"),
-                        "kolla_log_directory": str(self.root / "log"), **PORTS, **globals_}
+                        "kolla_log_directory": str(self.root / "log"), "enable_health_loop": False,
+                        **PORTS, **globals_}
         self.write_globals()
         self.run("genpwd")
 
@@ -43,6 +44,8 @@ class BenchEnv:
         return time.monotonic() - start
 
     def close(self):
+        from kolla_salt import healthloop
+        healthloop.stop_health_daemon(self.globals)
         client = docker.from_env()
         for container in client.containers.list(all=True):
             if container.name.startswith(self.prefix):

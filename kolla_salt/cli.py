@@ -243,11 +243,18 @@ def cmd_status(args):
 
 
 def cmd_logs(args):
-    client = _client()
+    """A container's stdout/stderr (docker logs); the service's own log files are
+    under <kolla_log_directory>/<service>/ on the host."""
     import docker.errors
-    try:
-        container = client.containers.get(args.container)
-    except docker.errors.NotFound:
+    client = _client()
+    prefix = _settings(args)["container_name_prefix"]
+    for name in dict.fromkeys([args.container, prefix + args.container]):
+        try:
+            container = client.containers.get(name)
+            break
+        except docker.errors.NotFound:
+            continue
+    else:
         raise KollaError(f"logs: no container named {args.container}")
     tail = args.tail if args.tail is not None else "all"
     if args.follow:
@@ -314,7 +321,11 @@ def cmd_destroy(args):
         print(f"This removes {len(containers)} container(s)"
               + (f" and {len(volumes)} volume(s) with their data" if args.remove_volumes else
                  f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
-        if input("Type 'yes' to go on: ").strip() != "yes":
+        try:
+            answer = input("Type 'yes' to go on: ").strip()
+        except EOFError:
+            answer = ""
+        if answer != "yes":
             print("destroy: nothing done")
             return 1
     if healthloop.stop_health_daemon(settings):
@@ -360,13 +371,13 @@ def build_parser():
     add("releases", cmd_releases, "list known OpenStack releases, oldest first")
     p = add("status", cmd_status, "show the container-set tree with state, health, image, generation")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p = add("logs", cmd_logs, "show a container's logs")
-    p.add_argument("container")
-    p.add_argument("-f", "--follow", action="store_true")
-    p.add_argument("--tail", type=int)
+    p = add("logs", cmd_logs, "show a container's logs (service log files: <kolla_log_directory>/<service>/)")
+    p.add_argument("container", help="container name, with or without container_name_prefix")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p.add_argument("--tail", type=int, help="only the last N lines")
     p = add("rollback", cmd_rollback, "return a container or a set to its last known good generation")
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("container", nargs="?")
+    group.add_argument("container", nargs="?", help="a container name")
     group.add_argument("--set", help="a set name or path (containers roll back in reverse order)")
     p = add("stop", cmd_stop, "stop running containers (default: all managed ones)")
     p.add_argument("--services", help="comma-separated services")

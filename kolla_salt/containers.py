@@ -17,7 +17,7 @@ import docker
 import docker.errors
 
 from . import generations
-from .errors import HealthTimeout, ImageMissing, JobFailed, KollaError
+from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
                    LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, ContainerSpec, config_hash, diff)
 
@@ -164,7 +164,7 @@ class ContainerManager:
             self._start_and_wait(container, spec)
         return plan
 
-    def _create_generation(self, spec, generation, name):
+    def _create_generation(self, spec, generation, name, restart_policy=None):
         history = self.history(spec.name)
         snapshot = history.snapshot_config(generation, spec.config_dir)
         files = read_config_files(spec.config_dir)
@@ -173,7 +173,10 @@ class ContainerManager:
         labels.update({LABEL_NAME: spec.name, LABEL_SET: spec.set_path, LABEL_GENERATION: str(generation),
                        LABEL_SPEC_HASH: spec.spec_hash(), LABEL_SPEC: json.dumps(spec.canonical(), sort_keys=True),
                        LABEL_CONFIG_HASH: config_hash(files)})
-        container = self.client.containers.create(name=name, labels=labels, **self._docker_args(spec, snapshot))
+        args = self._docker_args(spec, snapshot)
+        if restart_policy:
+            args["restart_policy"] = {"Name": restart_policy}
+        container = self.client.containers.create(name=name, labels=labels, **args)
         full = spec.canonical()
         full["environment"] = dict(spec.environment)
         history.add(generation, full, image.id, labels[LABEL_CONFIG_HASH])
@@ -216,7 +219,7 @@ class ContainerManager:
             container.reload()
             state = container.attrs["State"]
             if state["Status"] in ("exited", "dead") or state.get("Restarting") or container.attrs["RestartCount"]:
-                raise HealthTimeout(f"container {spec.name} exited with code {state['ExitCode']}:\n"
+                raise ContainerExited(f"container {spec.name} exited with code {state['ExitCode']}:\n"
                                     + self._logs_tail(container))
             if state["Status"] == "running":
                 if spec.healthcheck is None:
@@ -237,40 +240,69 @@ class ContainerManager:
         old = self.get(spec.name)
         old_generation = int(old.labels.get(LABEL_GENERATION, 0))
         aside = f"{spec.name}.gen{old_generation}"
-        stale = self.get(aside)
-        if stale is not None:  # a leftover of an interrupted swap
-            stale.remove(force=True)
         temp_name = f"{spec.name}.next"
-        leftover = self.get(temp_name)
-        if leftover is not None:
-            leftover.remove(force=True)
-        # The new image and container are ready before the outage starts.
-        new = self._create_generation(spec, generation, temp_name)
+        for leftover in (self.get(aside), self.get(temp_name)):   # of an interrupted swap
+            if leftover is not None:
+                leftover.remove(force=True)
+        overlap = spec.swap == "overlap" and old.status == "running"
+        # The new image and container are ready before the outage starts. Beside a
+        # running old one, the new one must not be revived by Docker if it exits.
+        new = self._create_generation(spec, generation, temp_name, restart_policy="no" if overlap else None)
         old_was_healthy = old.status == "running" and old.health in ("healthy", "starting", "unknown")
-        old_stop_timeout = int(json.loads(old.labels.get(LABEL_SPEC, "{}")).get("stop_timeout", 10))
-        old.stop(timeout=old_stop_timeout)
-        old.rename(aside)
-        old.update(restart_policy={"Name": "no"})
-        new.rename(spec.name)
+        if overlap:
+            try:
+                self._start_and_wait(new, spec)   # both serve the port meanwhile (SO_REUSEPORT)
+                overlapped = True
+            except ContainerExited as error:
+                # It could not share the port (an old generation without SO_REUSEPORT,
+                # or another user): replace the old one the stop-first way.
+                self.out(f"{spec.name}: generation {generation} could not start beside generation "
+                         f"{old_generation} ({str(error).splitlines()[0]}); stopping generation {old_generation} first")
+                overlapped = False
+            except KollaError as error:
+                self._restore(new, old, spec, generation, old_generation, old_retired=False)
+                raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
+                                 f"restored generation {old_generation} (it kept serving)") from None
+            self._retire(old, aside)
+            new.rename(spec.name)
+            new.update(restart_policy={"Name": spec.restart_policy})
+            if overlapped:
+                return self._swapped(spec, generation, old_generation, old_was_healthy, aside)
+        else:
+            self._retire(old, aside)
+            new.rename(spec.name)
         try:
             self._start_and_wait(new, spec)
         except KollaError as error:
             self._restore(new, old, spec, generation, old_generation)
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
                              f"restored generation {old_generation}") from None
+        return self._swapped(spec, generation, old_generation, old_was_healthy, aside)
+
+    def _retire(self, old, aside):
+        """Stops the old generation and keeps it aside; restart policy "no" so that a
+        daemon restart cannot revive it."""
+        old_stop_timeout = int(json.loads(old.labels.get(LABEL_SPEC, "{}")).get("stop_timeout", 10))
+        old.stop(timeout=old_stop_timeout)
+        old.rename(aside)
+        old.update(restart_policy={"Name": "no"})
+
+    def _swapped(self, spec, generation, old_generation, old_was_healthy, aside):
         history = self.history(spec.name)
         # Only a generation that ran healthy is a rollback target.
         history.set_outcome(old_generation, generations.REPLACED if old_was_healthy else generations.FAILED)
         self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
         self._prune(spec.name)
 
-    def _restore(self, new, old, spec, generation, old_generation):
+    def _restore(self, new, old, spec, generation, old_generation, old_retired=True):
         try:
             new.remove(force=True)
         finally:
             history = self.history(spec.name)
             history.set_outcome(generation, generations.FAILED)
             history.drop_snapshot(generation)
+            if not old_retired:   # an overlap swap: the old one never stopped
+                return
             old.rename(spec.name)
             # The old generation gets back the restart policy it was created with.
             old_policy = json.loads(old.labels.get(LABEL_SPEC, "{}")).get("restart_policy", "always")

@@ -24,5 +24,9 @@ class HealthTimeout(KollaError):
     pass
 
 
+class ContainerExited(HealthTimeout):
+    """The container's process ended before its check passed."""
+
+
 class JobFailed(KollaError):
     pass

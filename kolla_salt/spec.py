@@ -15,6 +15,11 @@ from .errors import ValidationError
 
 HOST_NAMESPACES = ("net", "pid", "ipc", "uts")
 RESTART_POLICIES = ("always", "unless-stopped", "on-failure", "no")
+# How a new generation replaces a running one (kolla_salt.containers):
+#   stop-first  stop the old, start the new (services that cannot share their port)
+#   overlap     start the new beside the old, switch once it is healthy: for services
+#               that listen with SO_REUSEPORT, so both serve the port meanwhile
+SWAP_MODES = ("stop-first", "overlap")
 CONFIG_MOUNT = "/var/lib/kolla/config_files"
 
 # Labels every managed container carries.
@@ -61,6 +66,7 @@ class ContainerSpec:
     labels: dict = field(default_factory=dict)
     reasons: dict = field(default_factory=dict)   # why each namespace/capability/privilege is needed
     stop_timeout: int = 10
+    swap: str = "stop-first"          # one of SWAP_MODES
     config_dir: str | None = None     # host folder mounted read-only at CONFIG_MOUNT
 
     # -- construction -----------------------------------------------------------
@@ -147,6 +153,9 @@ class ContainerSpec:
                 test = raw_check["test"]
                 healthcheck = HealthCheck(test=tuple(test) if isinstance(test, list) else (str(test),), **numbers)
         stop_timeout = get("stop_timeout", int, 10)
+        swap = get("swap", str, "stop-first")
+        if swap not in SWAP_MODES:
+            problems.append(f"{where}.swap: '{swap}' is not one of {', '.join(SWAP_MODES)}")
         command = text_list("command") if data.get("command") is not None else None
         if problems:
             raise ValidationError(problems)
@@ -155,7 +164,7 @@ class ContainerSpec:
             environment=str_map("environment"), volumes=volumes, host_namespaces=tuple(sorted(set(namespaces))),
             privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
-            stop_timeout=stop_timeout, config_dir=get("config_dir", str))
+            stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str))
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):

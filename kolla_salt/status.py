@@ -39,9 +39,7 @@ def health_loop(settings):
 
 
 def render(rows, loop):
-    if not rows:
-        return "no kolla-salt containers on this host"
-    lines, last_top, last_set = [], None, None
+    lines, last_top, last_set = [] if rows else ["no kolla-salt containers on this host"], None, None
     for row in rows:
         top, _, service = row["set"].partition("/")
         if top != last_top:

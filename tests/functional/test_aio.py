@@ -160,3 +160,32 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
     finally:
         aio.write_globals(keystone_tag="", container_health_timeout=120)
         docker_client.images.remove(image.id, force=True)
+
+
+def test_logs_from_the_cli_and_in_the_host_log_folder(aio):
+    out = aio.run("logs", "keystone", "--tail", "3").stdout
+    assert 0 < len(out.splitlines()) <= 3
+    assert aio.run("logs", aio.name("keystone")).stdout.count("\n") >= len(out.splitlines())
+    assert "keystone" in (aio.root / "log" / "keystone" / "keystone.log").read_text()
+    assert (aio.root / "log" / "mariadb").is_dir() and (aio.root / "log" / "rabbitmq").is_dir()
+    assert aio.run("logs", "nosuch", check=False).returncode != 0
+
+
+def test_stop_then_destroy_keep_the_data_volumes(aio, docker_client):
+    """Last in this module: it takes the cloud down."""
+    aio.run("stop", "--services", "memcached")
+    assert docker_client.containers.get(aio.name("memcached")).status == "exited"
+    assert docker_client.containers.get(aio.name("keystone")).status == "running"
+
+    refused = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "--config-dir", str(aio.config_dir), "destroy"],
+                             input="no\n", capture_output=True, text=True)
+    assert refused.returncode == 1 and "destroy: nothing done" in refused.stdout
+    assert docker_client.containers.get(aio.name("keystone")).status == "running"
+
+    out = aio.run("destroy", "--yes-i-really-mean-it").stdout
+    assert "health loop stopped" in out
+    left = [c.name for c in docker_client.containers.list(all=True) if c.name.startswith(aio.prefix)]
+    assert left == []
+    volumes = {v.name for v in docker_client.volumes.list() if v.name.startswith(aio.prefix)}
+    assert {aio.name("mariadb"), aio.name("rabbitmq"), aio.name("keystone_fernet_keys")} <= volumes
+    assert "health loop: not running" in aio.run("status").stdout

@@ -66,7 +66,9 @@ def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
         assert ret.returncode == 0, ret.stdout + ret.stderr
         current = docker_client.containers.get(name)
         assert current.attrs["Config"]["Image"] == f"kolla-salt/memcached:{new_tag}"
-        assert current.labels["kolla.generation"] == "2" and current.health == "healthy"
+        assert current.labels["kolla.generation"] == "2" and current.status == "running"
+        port = deployment.globals["memcached_port"]
+        assert current.exec_run(["kolla_check", "memcached", f"127.0.0.1:{port}"]).exit_code == 0
         kept = docker_client.containers.get(f"{name}.gen1")
         assert kept.id == old.id and kept.status == "exited"
 
