@@ -321,6 +321,21 @@ class ContainerManager:
                 container.remove(force=True)
             history.set_outcome(record["generation"], generations.PRUNED)
             history.drop_snapshot(record["generation"])
+            self._remove_image_if_orphaned(record.get("image_id"))
+
+    def _remove_image_if_orphaned(self, image_id):
+        """A pruned generation's image goes too once nothing names or uses it (a tag
+        that was rebuilt leaves its old image untagged). Tagged images stay: they are
+        releases an operator may roll back to without a rebuild."""
+        try:
+            if image_id and not self.client.images.get(image_id).tags:
+                self.client.images.remove(image_id)
+                self.out(f"removed image {image_id[7:19]} (untagged, no generation left uses it)")
+        except docker.errors.ImageNotFound:
+            pass
+        except docker.errors.APIError as error:
+            if error.status_code != 409:   # 409: another container still uses it
+                raise
 
     def remove(self, name, kept_too=True):
         """Removes a container (and its kept generations); named volumes stay."""

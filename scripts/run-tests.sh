@@ -5,11 +5,11 @@
 set -uo pipefail
 if [ "${1:-}" = "--help" ]; then sed -n '2,4p' "$0" | sed 's/^# //'; exit 0; fi
 cd "$(dirname "$0")/.."
-# The default set is what is proven to pass from a clean state. The AIO
-# (test_aio), release-upgrade (test_upgrade) and health-loop (integration/)
-# suites are still being stabilised (issues 3-5 stay open): run them with
-#   scripts/run-tests.sh tests
-DEFAULT=(tests/unit tests/functional/test_foundation.py)
+# Everything: unit tests (pure logic), functional tests (real Docker engine,
+# salt-call, the AIO cloud with the real openstack client, a real release
+# upgrade), integration tests (real salt-master/minion: health loop, orchestrate).
+# Images are built on first use (tens of minutes on a fresh machine).
+DEFAULT=(tests/unit tests/functional tests/integration)
 if [ $# -gt 0 ]; then set -- "$@"; else set -- "${DEFAULT[@]}"; fi
 .venv/bin/pytest -v -p no:cacheprovider "$@"
 rc=$?

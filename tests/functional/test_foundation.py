@@ -136,3 +136,37 @@ def test_job_state_fails_with_the_job_output(memcached_env):
     ret = next(iter(data.values()))
     assert ret["result"] is False
     assert "exited with code 3" in ret["comment"] and "broken schema" in ret["comment"]
+
+
+def test_pruning_keeps_generations_kept_and_drops_orphaned_images(memcached_env, docker_client):
+    """generations_kept: 1. Each deploy rebuilds the memcached tag: the replaced
+    generation beyond the one kept goes, and its image, now untagged, goes too."""
+    import io
+
+    import docker.errors
+    base = docker_client.images.get("kolla-salt/memcached:zed")
+    tag = f"{memcached_env.prefix}prune"
+    memcached_env.write_globals(generations_kept=1, memcached_tag=tag)
+    name = memcached_env.name("memcached")
+    images = []
+    try:
+        for round_ in range(3):
+            dockerfile = f"FROM {base.id}\nLABEL kst.round={round_}\n"
+            image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
+                                                  tag=f"kolla-salt/memcached:{tag}", rm=True, forcerm=True)
+            images.append(image.id)
+            memcached_env.run("deploy")
+        assert docker_client.containers.get(name).labels["kolla.generation"] == "3"
+        assert docker_client.containers.get(f"{name}.gen2").image.id == images[1]   # kept
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(f"{name}.gen1")                             # pruned
+        with pytest.raises(docker.errors.ImageNotFound):
+            docker_client.images.get(images[0])                                      # and its image
+        assert docker_client.images.get(images[1]).id == images[1]                   # still used
+    finally:
+        memcached_env.cleanup(docker_client)
+        for image_id in images:
+            try:
+                docker_client.images.remove(image_id, force=True)
+            except docker.errors.ImageNotFound:
+                pass

@@ -53,3 +53,10 @@ def test_health_check_durations_go_to_docker_in_nanoseconds():
     check = spec(healthcheck={"test": ["kolla_check", "tcp", "127.0.0.1:1"], "interval": 2}).healthcheck
     assert check.to_docker()["interval"] == 2_000_000_000
     assert check.to_docker()["test"] == ["CMD", "kolla_check", "tcp", "127.0.0.1:1"]
+
+
+def test_swap_mode_defaults_to_stop_first_and_is_validated():
+    assert spec().swap == "stop-first" and spec(swap="overlap").swap == "overlap"
+    with pytest.raises(ValidationError) as error:
+        spec(swap="blue-green")
+    assert "test.swap: 'blue-green' is not one of stop-first, overlap" in str(error.value)
