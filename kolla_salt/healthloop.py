@@ -84,10 +84,32 @@ def ledger(settings):
     return RestartLedger(state_dir / "health" / "restarts.json")
 
 
+def beacon_config(settings):
+    """The kolla_health beacon's configuration (Salt's list of one-key dicts)."""
+    return [
+        {"interval": setting(settings, "health_check_interval")},
+        {"threshold": setting(settings, "health_failure_threshold")},
+        {"prefix": settings.get("container_name_prefix", "")},
+        {"remind": setting(settings, "health_restart_backoff")},
+        {"remind_max": setting(settings, "health_restart_window")},
+    ]
+
+
+def restart_settings(settings):
+    """The restart policy kolla_health.restart reads (minion option or pillar `kolla_health`)."""
+    return {
+        "state_file": ledger(settings).path,
+        "restart_cap": setting(settings, "health_restart_cap"),
+        "restart_window": setting(settings, "health_restart_window"),
+        "restart_backoff": setting(settings, "health_restart_backoff"),
+        "stop_timeout": setting(settings, "health_stop_timeout"),
+        "prefix": settings.get("container_name_prefix", ""),
+    }
+
+
 def minion_opts(config_dir, settings, minion_id=None):
     """The daemon's minion configuration, from the kolla settings."""
     root = daemon_root(settings)
-    backoff = setting(settings, "health_restart_backoff")
     return {
         "id": minion_id or f"{socket.gethostname()}-health",
         "master_type": "disable",
@@ -109,24 +131,10 @@ def minion_opts(config_dir, settings, minion_id=None):
         "beacons_dirs": [str(paths.REPO / "salt" / "_beacons")],
         "grains_cache": True,
         "loop_interval": 1,
-        "beacons": {"kolla_health": [
-            {"interval": setting(settings, "health_check_interval")},
-            {"threshold": setting(settings, "health_failure_threshold")},
-            {"prefix": settings.get("container_name_prefix", "")},
-            {"remind": backoff},
-            {"remind_max": setting(settings, "health_restart_window")},
-        ]},
+        "beacons": {"kolla_health": beacon_config(settings)},
         "engines": [{"reactor": {}}],
         "reactor": [{"__beacons_return": [str(paths.REPO / "salt" / "reactor" / "kolla_health" / "masterless.sls")]}],
-        "kolla_health": {
-            "code_version": code_version(),
-            "state_file": ledger(settings).path,
-            "restart_cap": setting(settings, "health_restart_cap"),
-            "restart_window": setting(settings, "health_restart_window"),
-            "restart_backoff": backoff,
-            "stop_timeout": setting(settings, "health_stop_timeout"),
-            "prefix": settings.get("container_name_prefix", ""),
-        },
+        "kolla_health": {"code_version": code_version(), **restart_settings(settings)},
     }
 
 

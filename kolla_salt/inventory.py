@@ -284,7 +284,13 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
     passwords = load_passwords(config_dir)
     host = {"api_interface_address": interface_address(settings, interfaces or local_interfaces())}
     services = build_services(settings, passwords, host, config_dir, minion_id)
-    return {"kolla": {"settings": {**settings, **host}, "passwords": passwords, "services": services}}
+    pillar = {"kolla": {"settings": {**settings, **host}, "passwords": passwords, "services": services}}
+    if settings["enable_health_loop"]:
+        # A minion of a salt-master takes its beacons from pillar: the health loop's
+        # beacon and restart policy, the same as the all-in-one daemon's.
+        from .healthloop import beacon_config, restart_settings
+        pillar.update(beacons={"kolla_health": beacon_config(settings)}, kolla_health=restart_settings(settings))
+    return pillar
 
 
 def local_interfaces():

@@ -6,8 +6,9 @@ within the cap/backoff of kolla_salt.health.RestartPolicy, and announces:
     kolla/health/<name>/restarted   it was restarted (`docker restart -t <stop_timeout>`)
     kolla/health/<name>/gave-up     the cap was reached; the container is left as it is
 
-Reactor SLS files get no pillar, so the policy comes from the minion's own
-options (written by kolla_salt.healthloop, or a multinode minion config)::
+Reactor SLS files get no pillar, so the policy comes from the minion that
+runs this module: its options (the all-in-one daemon, kolla_salt.healthloop)
+or its pillar (a master's minion; pillar/kolla.sls puts it there)::
 
     kolla_health:
       state_file: /var/lib/kolla-salt/health/restarts.json
@@ -37,7 +38,8 @@ def __virtual__():
 
 
 def _conf():
-    return __opts__.get("kolla_health") or {}
+    # The all-in-one daemon has it in its options; a master's minion in pillar.
+    return __opts__.get("kolla_health") or __pillar__.get("kolla_health") or {}
 
 
 def _policy(conf):

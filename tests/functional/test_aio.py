@@ -151,6 +151,9 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
                 and f"restored generation {generation}" in proc.stdout), proc.stdout
         back = docker_client.containers.get(aio.name("keystone"))
         assert back.id == good.id and back.labels["kolla.generation"] == str(generation)
+        # swap: overlap: the new generation ran beside it, so it never stopped serving.
+        assert back.attrs["State"]["StartedAt"] == good.attrs["State"]["StartedAt"]
+        assert "(it kept serving)" in proc.stdout
         assert back.attrs["HostConfig"]["RestartPolicy"]["Name"] == "always"
         assert "kst-project" in aio.openstack("project", "list", "-c", "Name").split()
         # Back on the good tag, the restored container is what Salt wants: nothing to do.

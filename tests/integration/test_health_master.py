@@ -1,5 +1,6 @@
 """The same beacon, reactor and module with a real salt-master and minion
-(pytest-salt-factories): the multinode shape. The minion's beacon events
+(pytest-salt-factories): the multinode shape. The minion's beacon and the
+restart policy come from pillar, built from globals.yml like everything else. The minion's beacon events
 reach the master as `salt/beacon/<minion>/kolla_health/<name>/unhealthy`, the
 master's reactor (salt/reactor/kolla_health/master.sls) runs
 `kolla_health.restart` on that minion, and the module's announcements
@@ -22,11 +23,22 @@ CAP = 2
 
 @pytest.fixture
 def salt_pair(salt_factories, health_prefix, health_dir):
-    """A master with the kolla_health reaction and a minion with the beacon
-    watching only this test's containers."""
+    """A master with the kolla_health reaction whose pillar (pillar/kolla.sls over
+    an operator folder) gives the minion its beacon and restart policy, watching
+    only this test's containers."""
+    from conftest import KollaEnv
+    (health_dir / "operator").mkdir()
+    operator = KollaEnv(health_dir / "operator", health_prefix)
+    operator.write_globals(
+        enable_memcached=False, enable_mariadb=False, enable_rabbitmq=False, enable_keystone=False,
+        enable_health_loop=True, kolla_state_directory=str(health_dir / "state"),
+        health_check_interval=1, health_failure_threshold=2, health_restart_cap=CAP,
+        health_restart_backoff=1, health_stop_timeout=2)
     master = salt_factories.salt_master_daemon(f"kshealth-master-{uuid.uuid4().hex[:6]}", overrides={
         "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
             str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],
+        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]},
+        "kolla_config_dir": str(operator.config_dir),
     })
     minion = master.salt_minion_daemon(f"kshealth-minion-{uuid.uuid4().hex[:6]}", overrides={
         # Salt runs beacons every second but counts their `interval` in
@@ -34,10 +46,6 @@ def salt_pair(salt_factories, health_prefix, health_dir):
         "loop_interval": 1,
         "module_dirs": [str(paths.REPO / "salt" / "_modules")],
         "beacons_dirs": [str(paths.REPO / "salt" / "_beacons")],
-        "beacons": {"kolla_health": [{"interval": 1}, {"threshold": 2}, {"prefix": health_prefix},
-                                     {"remind": 1}, {"remind_max": 600}]},
-        "kolla_health": {"state_file": str(health_dir / "restarts.json"), "restart_cap": CAP,
-                         "restart_window": 600, "restart_backoff": 1, "stop_timeout": 2, "prefix": health_prefix},
     })
     try:
         with master.started(), minion.started():
