@@ -33,7 +33,7 @@ import docker.errors
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kolla_salt import healthloop  # noqa: E402
-from kolla_salt.containers import ContainerManager, run_check  # noqa: E402
+from kolla_salt.containers import ContainerManager, passes_check  # noqa: E402
 from kolla_salt.spec import ContainerSpec  # noqa: E402
 
 FREEZE = ("import os, signal, sys\n"
@@ -71,14 +71,6 @@ def spec_for(name, service, interval, timeout):
     }, where=f"benchmark spec {name}")
 
 
-def passes(container, spec):
-    try:
-        container.reload()
-        return container.status == "running" and run_check(container, spec)[0]
-    except docker.errors.APIError:   # being restarted right now
-        return False
-
-
 def one_round(client, tap, spec, process, limit=120):
     container = client.containers.get(spec.name)
     started = container.attrs["State"]["StartedAt"]
@@ -87,7 +79,7 @@ def one_round(client, tap, spec, process, limit=120):
     assert result.exit_code == 0, result.output
     while time.monotonic() - frozen < limit:
         container.reload()
-        if container.attrs["State"]["StartedAt"] != started and passes(container, spec):
+        if container.attrs["State"]["StartedAt"] != started and passes_check(container, spec):
             healthy = time.monotonic() - frozen
             unhealthy = tap.first(f"{spec.name}/unhealthy", since=frozen)
             restarted = tap.first(f"kolla/health/{spec.name}/restarted", since=frozen)

@@ -57,6 +57,16 @@ def run_check(container, spec):
     return result.exit_code == 0, (result.output or b"").decode(errors="replace").strip()[-500:]
 
 
+def passes_check(container, spec):
+    """Whether the container runs and passes its check right now (False while it is
+    being restarted)."""
+    try:
+        container.reload()
+        return container.status == "running" and run_check(container, spec)[0]
+    except docker.errors.APIError:
+        return False
+
+
 def redact(text, secrets):
     for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, "********")

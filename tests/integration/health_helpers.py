@@ -17,7 +17,7 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from kolla_salt.containers import ContainerManager, run_check
+from kolla_salt.containers import ContainerManager
 from kolla_salt.spec import ContainerSpec
 
 MEMCACHED_IMAGE = "kolla-salt/memcached:zed"
@@ -84,14 +84,6 @@ def freeze_service(container, process="memcached"):
 def incarnation(container):
     container.reload()
     return container.attrs["State"]["StartedAt"], container.attrs["RestartCount"]
-
-
-def check_passes(container, spec):
-    try:
-        container.reload()
-        return container.status == "running" and run_check(container, spec)[0]
-    except docker.errors.APIError:   # being restarted right now
-        return False
 
 
 def wait_until(predicate, timeout, step=0.25, what="condition"):

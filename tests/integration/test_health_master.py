@@ -1,20 +1,20 @@
 """The same beacon, reactor and module with a real salt-master and minion
 (pytest-salt-factories): the multinode shape. The minion's beacon and the
-restart policy come from pillar, built from globals.yml like everything else. The minion's beacon events
-reach the master as `salt/beacon/<minion>/kolla_health/<name>/unhealthy`, the
+restart policy come from pillar, built from globals.yml like everything
+else. The minion's beacon events reach the master as `salt/beacon/<minion>/kolla_health/<name>/unhealthy`, the
 master's reactor (salt/reactor/kolla_health/master.sls) runs
 `kolla_health.restart` on that minion, and the module's announcements
 (`kolla/health/<name>/restarted|gave-up`) come back to the master's bus."""
-import shutil
 import time
-import uuid
 
 import pytest
 
 from kolla_salt import paths
+from kolla_salt.containers import passes_check
 
-from health_helpers import BROKEN_MARKER, check_passes, freeze_service, incarnation, memcached_spec, wait_until
+from health_helpers import BROKEN_MARKER, freeze_service, incarnation, memcached_spec, wait_until
 from health_helpers import health_dir, health_manager, health_prefix  # noqa: F401 (fixtures)
+from salt_master import master_and_minion
 
 pytestmark = pytest.mark.integration
 
@@ -34,25 +34,10 @@ def salt_pair(salt_factories, health_prefix, health_dir):
         enable_health_loop=True, kolla_state_directory=str(health_dir / "state"),
         health_check_interval=1, health_failure_threshold=2, health_restart_cap=CAP,
         health_restart_backoff=1, health_stop_timeout=2)
-    master = salt_factories.salt_master_daemon(f"kshealth-master-{uuid.uuid4().hex[:6]}", overrides={
-        "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
-            str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],
-        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]},
-        "kolla_config_dir": str(operator.config_dir),
-    })
-    minion = master.salt_minion_daemon(f"kshealth-minion-{uuid.uuid4().hex[:6]}", overrides={
-        # Salt runs beacons every second but counts their `interval` in
-        # loop_interval units (salt-factories sets 0.05): keep Salt's default.
-        "loop_interval": 1,
-        "module_dirs": [str(paths.REPO / "salt" / "_modules")],
-        "beacons_dirs": [str(paths.REPO / "salt" / "_beacons")],
-    })
-    try:
-        with master.started(), minion.started():
-            yield master, minion
-    finally:
-        for daemon in (minion, master):   # salt-factories leaves their folders in /tmp
-            shutil.rmtree(daemon.config["root_dir"], ignore_errors=True)
+    reaction = {"salt/beacon/*/kolla_health/*/unhealthy": [
+        str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}
+    with master_and_minion(salt_factories, "kshealth", operator.config_dir, {"reactor": [reaction]}) as pair:
+        yield pair
 
 
 def test_master_reactor_restarts_a_frozen_container_then_gives_up_on_a_broken_one(
@@ -69,7 +54,7 @@ def test_master_reactor_restarts_a_frozen_container_then_gives_up_on_a_broken_on
 
     # (a) a hung service is restarted through the master and comes back
     freeze_service(frozen)
-    wait_until(lambda: incarnation(frozen)[0] != frozen_before[0] and check_passes(frozen, frozen_spec),
+    wait_until(lambda: incarnation(frozen)[0] != frozen_before[0] and passes_check(frozen, frozen_spec),
                30, what="frozen memcached restarted and healthy")
     matched = event_listener.wait_for_events([
         (master.id, f"salt/beacon/{minion.id}/kolla_health/{frozen_spec.name}/unhealthy"),

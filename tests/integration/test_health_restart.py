@@ -8,9 +8,10 @@ import time
 import pytest
 
 from kolla_salt import healthloop
+from kolla_salt.containers import passes_check
 from kolla_salt.health import RestartLedger
 
-from health_helpers import BROKEN_MARKER, check_passes, freeze_service, incarnation, memcached_spec, \
+from health_helpers import BROKEN_MARKER, freeze_service, incarnation, memcached_spec, \
     salt_minion_processes, wait_until
 from health_helpers import health_dir, health_manager, health_prefix  # noqa: F401 (fixtures)
 
@@ -54,8 +55,8 @@ def test_frozen_memcached_is_restarted_and_healthy_again(health_daemon, health_m
 
     freeze_service(container)
     frozen_at = time.monotonic()
-    assert not check_passes(container, spec)
-    wait_until(lambda: incarnation(container)[0] != before[0] and check_passes(container, spec),
+    assert not passes_check(container, spec)
+    wait_until(lambda: incarnation(container)[0] != before[0] and passes_check(container, spec),
                RECOVERY_BOUND, what="memcached restarted and healthy")
     recovered_in = time.monotonic() - frozen_at
     print(f"frozen memcached healthy again after {recovered_in:.1f} s (bound {RECOVERY_BOUND} s)")
@@ -104,5 +105,5 @@ def test_a_healthy_container_is_never_restarted(health_daemon, health_manager, h
     # Several times threshold x interval: enough checks for a restart to have happened.
     time.sleep(4 * THRESHOLD * INTERVAL + 2)
     assert incarnation(container) == before
-    assert check_passes(container, spec)
+    assert passes_check(container, spec)
     assert not [tag for _, tag, _ in bus.events if spec.name in tag]

@@ -5,12 +5,11 @@ pillar the master builds from the operator's folder (pillar/kolla.sls).
 memcached is moved to another image tag: the orchestration replaces it through
 the minion's kolla_container states (atomic swap, generation + 1, the old
 generation kept aside), and a second run finds nothing to do."""
-import shutil
 import uuid
 
 import pytest
 
-from kolla_salt import paths
+from salt_master import master_and_minion
 
 pytestmark = pytest.mark.integration
 
@@ -27,23 +26,9 @@ def deployment(tmp_path, docker_client, built_images):
 
 
 @pytest.fixture
-def master_and_minion(salt_factories, deployment):
-    suffix = uuid.uuid4().hex[:6]
-    master = salt_factories.salt_master_daemon(f"kstorch-master-{suffix}", overrides={
-        "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
-        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]},
-        "kolla_config_dir": str(deployment.config_dir),   # read by pillar/kolla.sls on the master
-    })
-    minion = master.salt_minion_daemon(f"kstorch-minion-{suffix}", overrides={
-        "module_dirs": [str(paths.REPO / "salt" / "_modules")],
-        "states_dirs": [str(paths.REPO / "salt" / "_states")],
-    })
-    try:
-        with master.started(), minion.started():
-            yield master, minion
-    finally:
-        for daemon in (minion, master):   # salt-factories leaves their folders in /tmp
-            shutil.rmtree(daemon.config["root_dir"], ignore_errors=True)
+def salt_pair(salt_factories, deployment):
+    with master_and_minion(salt_factories, "kstorch", deployment.config_dir) as pair:
+        yield pair
 
 
 def orchestrate(master, minion):
@@ -53,8 +38,8 @@ def orchestrate(master, minion):
 
 
 def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
-        master_and_minion, deployment, docker_client):
-    master, minion = master_and_minion
+        salt_pair, deployment, docker_client):
+    master, minion = salt_pair
     name = deployment.name("memcached")
     old = docker_client.containers.get(name)
     assert old.labels["kolla.generation"] == "1"
