@@ -190,6 +190,7 @@ def _config_json(container, files):
                           "owner": entry.get("owner", container.get("run_as") or "root"),
                           "perm": entry.get("perm", "0600")} for name, entry in files],
         "permissions": container.get("permissions", []),
+        **({"log_file": container["log_file"]} if container.get("log_file") else {}),
     }, indent=2, sort_keys=True) + "\n"
 
 
@@ -247,7 +248,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
                 rendered[name] = text
             rendered["config.json"] = _config_json(container, files)
             spec_data = {k: v for k, v in container.items()
-                         if k not in ("command", "run_as", "config_files", "permissions")}
+                         if k not in ("command", "run_as", "config_files", "permissions", "log_file")}
             spec_data.update(name=prefix + cname, image=renderer.image(container["image"]), set_path=set_path,
                              config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
             try:

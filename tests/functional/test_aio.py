@@ -170,7 +170,10 @@ def test_logs_from_the_cli_and_in_the_host_log_folder(aio):
     assert 0 < len(out.splitlines()) <= 3
     assert aio.run("logs", aio.name("keystone")).stdout.count("\n") >= len(out.splitlines())
     assert "keystone" in (aio.root / "log" / "keystone" / "keystone.log").read_text()
-    assert (aio.root / "log" / "mariadb").is_dir() and (aio.root / "log" / "rabbitmq").is_dir()
+    assert (aio.root / "log" / "mariadb" / "mariadb.log").exists() and (aio.root / "log" / "rabbitmq").is_dir()
+    # memcached writes only to stderr: it is in `logs` and in its folder alike.
+    memcached_log = (aio.root / "log" / "memcached" / "memcached.log").read_text()
+    assert "slab class" in memcached_log and "slab class" in aio.run("logs", "memcached").stdout
     assert aio.run("logs", "nosuch", check=False).returncode != 0
 
 

@@ -69,3 +69,7 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     assert config["user"] == "keystone"
     assert config["config_files"][0]["dest"] == "/etc/keystone/keystone.conf"
     assert [j["name"] for j in keystone["jobs"]][:2] == ["t-keystone_database", "t-keystone_db_sync"]
+    # memcached only writes to stderr: kolla_start also copies it to its log folder.
+    memcached = yaml.safe_load(pillar["services"][2]["containers"][0]["files"]["config.json"])
+    assert memcached["log_file"] == "/var/log/kolla/memcached/memcached.log"
+    assert "log_file" not in config
