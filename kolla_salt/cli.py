@@ -265,6 +265,32 @@ def cmd_logs(args):
         sys.stdout.write(container.logs(tail=tail).decode(errors="replace"))
 
 
+def cmd_history(args):
+    """What ran before: every generation of a container, oldest first (no spec
+    values: they may hold secrets)."""
+    import datetime
+
+    from .generations import History
+    settings = _settings(args)
+    candidates = [History(settings["kolla_state_directory"], name)
+                  for name in dict.fromkeys([args.container, settings["container_name_prefix"] + args.container])]
+    history = next((h for h in candidates if h.records()), None)
+    if history is None:
+        raise KollaError(f"history: no generation of a container named {args.container} is recorded "
+                         f"under {settings['kolla_state_directory']}")
+    rows = [{"generation": r["generation"], "outcome": r["outcome"], "image": r["image"],
+             "image_id": r["image_id"][7:19], "config_hash": r["config_hash"],
+             "created": datetime.datetime.fromtimestamp(r["created"], datetime.timezone.utc)
+             .strftime("%Y-%m-%d %H:%M:%S UTC")} for r in history.records()]
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'gen':>4}  {'outcome':<9} {'created':<23} {'image id':<12} {'config':<16} image")
+    for row in rows:
+        print(f"{row['generation']:>4}  {row['outcome']:<9} {row['created']:<23} {row['image_id']:<12} "
+              f"{row['config_hash']:<16} {row['image']}")
+
+
 def cmd_rollback(args):
     from .containers import ContainerManager
     settings = _settings(args)
@@ -375,6 +401,9 @@ def build_parser():
     p.add_argument("container", help="container name, with or without container_name_prefix")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
     p.add_argument("--tail", type=int, help="only the last N lines")
+    p = add("history", cmd_history, "list a container's generations: outcome, time, image, config hash")
+    p.add_argument("container", help="container name, with or without container_name_prefix")
+    p.add_argument("--format", choices=("text", "json"), default="text")
     p = add("rollback", cmd_rollback, "return a container or a set to its last known good generation")
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("container", nargs="?", help="a container name")

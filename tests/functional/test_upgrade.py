@@ -1,4 +1,5 @@
 """Issue 4: a real keystone release upgrade (source images from PyPI) and rollback."""
+import json
 import os
 import subprocess
 import sys
@@ -55,3 +56,8 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     assert env.openstack("token", "issue", "-c", "id").strip()
     status = env.run("status", "--format", "json").stdout
     assert '"generation": 3' in status
+    history = json.loads(env.run("history", "keystone", "--format", "json").stdout)
+    assert [(h["generation"], h["outcome"], h["image"]) for h in history] == [
+        (1, "replaced", f"kolla-salt/keystone:{OLD}-source"), (2, "replaced", f"kolla-salt/keystone:{NEW}-source"),
+        (3, "running", f"kolla-salt/keystone:{OLD}-source")]
+    assert not any(secret in env.run("history", "keystone").stdout for secret in env.passwords().values())
