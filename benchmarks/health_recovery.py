@@ -6,8 +6,8 @@ its own (`kshealthbench<random>-`), freezes the service inside a container
 (SIGSTOP to its processes: alive, check failing, Docker does nothing) and
 measures, from the freeze: the beacon's `unhealthy` event, the reactor's
 `restarted` event, and the container passing its own check again. Prints
-the figures per service and setting, next to the expected detection time
-(threshold x (interval + check timeout) at worst).
+the figures per service and setting, next to the worst detection time
+(kolla_salt.health.worst_detection).
 
 Services: memcached (kolla-salt/memcached:zed) and, when the image
 kolla-salt/keystone:zed exists, keystone under uwsgi serving its version
@@ -34,6 +34,7 @@ import docker.errors
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kolla_salt import healthloop  # noqa: E402
 from kolla_salt.containers import ContainerManager, passes_check  # noqa: E402
+from kolla_salt.health import worst_detection  # noqa: E402
 from kolla_salt.spec import ContainerSpec  # noqa: E402
 
 FREEZE = ("import os, signal, sys\n"
@@ -108,7 +109,7 @@ def measure(client, service_name, setting_name, rounds):
             # Freeze only once the beacon has seen it healthy and its start period is over.
             time.sleep(interval + 1 + service["start_period"])
             figures.append(one_round(client, tap, spec, service["process"]))
-        return figures, threshold * (interval + service["timeout"])
+        return figures, worst_detection(interval, threshold, service["timeout"])
     finally:
         if tap:
             tap.close()

@@ -6,7 +6,8 @@ forever. The loop has two halves, both here so they are testable without Salt:
 
 * Watching (used by the `kolla_health` beacon): every interval, run each
   running managed container's own check (the `healthcheck.test` of its
-  `kolla.spec` label) through `docker exec`, with the spec's timeout. A
+  `kolla.spec` label) through `docker exec`, with the spec's timeout, in the
+  background (`CheckRunner`: a pass never waits for a check). A
   `HealthTracker` debounces the results: it reports `<name>/unhealthy` only
   after `threshold` consecutive failures and `<name>/healthy` when a
   container it reported comes back, never the same news twice, so the event
@@ -29,6 +30,7 @@ import contextlib
 import datetime
 import fcntl
 import json
+import math
 import os
 import signal
 import threading
@@ -133,30 +135,64 @@ class CheckResult:
     detail: str = ""
 
 
-def run_checks(client, watched, now=time.monotonic):
-    """Runs every container's check at once (each in its own thread, because a
-    hung check must cost its timeout, not the sum of all timeouts); returns
-    {name: CheckResult}."""
-    pending = []
-    for item in watched:
-        try:
-            exec_id = client.api.exec_create(item.container_id, list(item.test))["Id"]
-        except docker.errors.APIError as error:
-            pending.append((item, None, None, CheckResult(False, f"docker exec failed: {error}")))
-            continue
-        box = {}
-        thread = threading.Thread(target=_exec_into, args=(client, exec_id, box), daemon=True)
-        thread.start()
-        pending.append((item, exec_id, thread, box))
-    results = {}
-    started = now()
-    for item, exec_id, thread, box in pending:
-        if thread is None:
-            results[item.name] = box
-            continue
-        thread.join(max(0.0, started + item.timeout - now()))
-        results[item.name] = _collect(client, item, exec_id, thread, box)
-    return results
+@dataclass
+class _Flight:
+    item: Watched
+    exec_id: str | None
+    thread: threading.Thread | None
+    box: dict
+    started: float
+
+
+def worst_detection(interval, threshold, timeout):
+    """Seconds from a hang to the `unhealthy` event at worst: the next pass starts
+    the first failing check, and each failing check is collected at the first
+    pass after its timeout."""
+    return interval + threshold * math.ceil(timeout / interval) * interval
+
+
+class CheckRunner:
+    """Runs the checks in the background, across beacon passes: a pass collects
+    the checks that ended, or outlived their timeout (ended by force: a
+    failure), and starts one for each watched container without a check in
+    flight; it never waits for one. A hung service thus costs its check
+    timeout once, not once per interval on top of the interval, and checks
+    keep the beacon's period: with a timeout under the interval, a hang is
+    reported after `threshold` intervals."""
+
+    def __init__(self):
+        self.in_flight = {}
+
+    def collect(self, client, now):
+        """[(Watched, CheckResult)] of the checks that are over."""
+        done = []
+        for name, flight in list(self.in_flight.items()):
+            if flight.thread is not None and flight.thread.is_alive() and now - flight.started < flight.item.timeout:
+                continue
+            del self.in_flight[name]
+            result = flight.box["result"] if flight.thread is None else \
+                _collect(client, flight.item, flight.exec_id, flight.thread, flight.box)
+            done.append((flight.item, result))
+        return done
+
+    def start(self, client, watched, now):
+        for item in watched:
+            if item.name in self.in_flight:
+                continue
+            try:
+                exec_id = client.api.exec_create(item.container_id, list(item.test))["Id"]
+            except docker.errors.APIError as error:
+                self.in_flight[item.name] = _Flight(item, None, None, {
+                    "result": CheckResult(False, f"docker exec failed: {error}")}, now)
+                continue
+            box = {}
+            thread = threading.Thread(target=_exec_into, args=(client, exec_id, box), daemon=True)
+            thread.start()
+            self.in_flight[item.name] = _Flight(item, exec_id, thread, box, now)
+
+    def forget_others(self, names):
+        for name in set(self.in_flight) - set(names):
+            del self.in_flight[name]
 
 
 def _exec_into(client, exec_id, box):
@@ -250,20 +286,20 @@ class HealthTracker:
             "failures": track.failures, "reminder": track.reminders, "detail": result.detail})
 
 
-def beacon_pass(client, tracker, prefix="", now=None):
-    """One beacon run: check every watched container, return the events to fire
-    as Salt beacon dicts ({'tag': suffix, ...data})."""
+def beacon_pass(client, tracker, runner, prefix="", now=None, clock=time.monotonic):
+    """One beacon run: collect the checks that are over, start the next ones,
+    return the events to fire as Salt beacon dicts ({'tag': suffix, ...data})."""
     names = managed_names(client, prefix)
-    watched = watched_containers(client, names)
-    results = run_checks(client, watched)
     now = time.time() if now is None else now
     events = []
-    for item in watched:
-        for tag, data in tracker.observe(item, results[item.name], now):
+    for item, result in runner.collect(client, clock()):
+        for tag, data in tracker.observe(item, result, now):
             events.append({"tag": tag, **data})
+    runner.start(client, watched_containers(client, names), clock())
     # Counters of a container being restarted are kept (it comes back and its
     # recovery is news); those of removed containers go.
     tracker.forget_others(names)
+    runner.forget_others(names)
     return events
 
 

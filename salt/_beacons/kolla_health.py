@@ -32,8 +32,9 @@ except ImportError:
 
 __virtualname__ = "kolla_health"
 
-# Counters survive between beacon runs in the module (one per loaded beacon).
+# Counters and checks in flight survive between beacon runs in the module (one per loaded beacon).
 _TRACKERS = {}
+_RUNNERS = {}
 _CLIENT = []
 
 
@@ -60,4 +61,5 @@ def beacon(config):
     tracker.threshold = int(conf.get("threshold", 3))
     tracker.remind = float(conf.get("remind", 60))
     tracker.remind_max = float(conf.get("remind_max", 600))
-    return health.beacon_pass(_client(), tracker, prefix=conf.get("prefix", ""), now=time.time())
+    runner = _RUNNERS.setdefault(key, health.CheckRunner())
+    return health.beacon_pass(_client(), tracker, runner, prefix=conf.get("prefix", ""), now=time.time())

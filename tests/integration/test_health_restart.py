@@ -9,7 +9,7 @@ import pytest
 
 from kolla_salt import healthloop
 from kolla_salt.containers import passes_check
-from kolla_salt.health import RestartLedger
+from kolla_salt.health import RestartLedger, worst_detection
 
 from health_helpers import BROKEN_MARKER, freeze_service, incarnation, memcached_spec, \
     salt_minion_processes, wait_until
@@ -18,10 +18,10 @@ from health_helpers import health_dir, health_manager, health_prefix  # noqa: F4
 pytestmark = pytest.mark.integration
 
 INTERVAL, THRESHOLD, CHECK_TIMEOUT, STOP_TIMEOUT = 1, 2, 2, 2
-# Worst case from the freeze to a restarted, passing container: THRESHOLD
-# checks that each wait out their timeout, one interval apart, the restart
+# Worst case from the freeze to a restarted, passing container: the detection
+# (checks run in the background, see health.worst_detection), the restart
 # (stop timeout, then SIGKILL) and a start; plus room for a loaded machine.
-RECOVERY_BOUND = THRESHOLD * (INTERVAL + CHECK_TIMEOUT) + STOP_TIMEOUT + 15
+RECOVERY_BOUND = worst_detection(INTERVAL, THRESHOLD, CHECK_TIMEOUT) + STOP_TIMEOUT + 10
 
 
 @pytest.fixture

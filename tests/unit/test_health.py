@@ -234,3 +234,53 @@ def test_a_deep_state_folder_moves_the_sockets_to_a_short_path(tmp_path):
     deep = tmp_path / ("x" * 90)
     opts = healthloop.minion_opts("/c", {"kolla_state_directory": str(deep)})
     assert len(opts["sock_dir"] + "/minion_event_0123456789_pub.ipc") < 108
+
+
+# -- checks in the background ------------------------------------------------------
+
+class FakeExecAPI:
+    """exec_* of the Docker API: each check blocks until `release` is set for it."""
+
+    def __init__(self):
+        import threading
+        self.release, self.codes, self.created, self.killed = {}, {}, [], []
+        self.threading = threading
+
+    def exec_create(self, container_id, cmd):
+        exec_id = f"exec{len(self.created)}"
+        self.created.append(exec_id)
+        self.release[exec_id] = self.threading.Event()
+        return {"Id": exec_id}
+
+    def exec_start(self, exec_id):
+        self.release[exec_id].wait(5)
+        return b"healthy"
+
+    def exec_inspect(self, exec_id):
+        return {"ExitCode": self.codes.get(exec_id, 0), "Pid": 0}
+
+
+def test_checks_run_in_the_background_and_a_hung_one_fails_at_its_timeout():
+    client = SimpleNamespace(api=FakeExecAPI())
+    runner, watched = health.CheckRunner(), item()   # timeout 2 s
+    runner.start(client, [watched], now=0.0)
+    assert runner.collect(client, now=1.0) == []            # still running: nothing to report, no waiting
+    runner.start(client, [watched], now=1.0)
+    assert len(client.api.created) == 1                       # one check in flight per container
+    client.api.release["exec0"].set()
+    runner.in_flight[watched.name].thread.join(2)
+    assert runner.collect(client, now=1.5) == [(watched, CheckResult(True, "healthy"))]
+    runner.start(client, [watched], now=1.5)                  # the next check starts
+    [(_, hung)] = runner.collect(client, now=3.6)             # it outlived its 2 s timeout
+    assert not hung.ok and "timed out after 2 s" in hung.detail
+    client.api.release["exec1"].set()
+
+
+def test_a_removed_container_has_no_check_left_in_flight():
+    client = SimpleNamespace(api=FakeExecAPI())
+    runner = health.CheckRunner()
+    runner.start(client, [item("a"), item("b")], now=0.0)
+    runner.forget_others(["b"])
+    assert list(runner.in_flight) == ["b"]
+    for event in client.api.release.values():
+        event.set()
