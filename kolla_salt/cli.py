@@ -242,13 +242,17 @@ def cmd_status(args):
         print(render(rows, loop))
 
 
+def _candidate_names(args, settings):
+    """A container named on the command line, as given or with container_name_prefix."""
+    return list(dict.fromkeys([args.container, settings["container_name_prefix"] + args.container]))
+
+
 def cmd_logs(args):
     """A container's stdout/stderr (docker logs); the service's own log files are
     under <kolla_log_directory>/<service>/ on the host."""
     import docker.errors
     client = _client()
-    prefix = _settings(args)["container_name_prefix"]
-    for name in dict.fromkeys([args.container, prefix + args.container]):
+    for name in _candidate_names(args, _settings(args)):
         try:
             container = client.containers.get(name)
             break
@@ -272,8 +276,7 @@ def cmd_history(args):
 
     from .generations import History
     settings = _settings(args)
-    candidates = [History(settings["kolla_state_directory"], name)
-                  for name in dict.fromkeys([args.container, settings["container_name_prefix"] + args.container])]
+    candidates = [History(settings["kolla_state_directory"], name) for name in _candidate_names(args, settings)]
     history = next((h for h in candidates if h.records()), None)
     if history is None:
         raise KollaError(f"history: no generation of a container named {args.container} is recorded "
@@ -297,7 +300,10 @@ def cmd_rollback(args):
     manager = ContainerManager(_client(), settings["kolla_state_directory"],
                                settings["container_health_timeout"], settings["generations_kept"],
                                out=lambda m: print(f"[rollback] {m}", flush=True))
-    names = [args.container] if args.container else _set_containers(args, settings, reverse=True)
+    if args.container:
+        names = [next((n for n in _candidate_names(args, settings) if manager.get(n)), args.container)]
+    else:
+        names = _set_containers(args, settings, reverse=True)
     try:
         with healthloop.ledger(settings).paused_restarts():
             for name in names:
@@ -406,7 +412,7 @@ def build_parser():
     p.add_argument("--format", choices=("text", "json"), default="text")
     p = add("rollback", cmd_rollback, "return a container or a set to its last known good generation")
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("container", nargs="?", help="a container name")
+    group.add_argument("container", nargs="?", help="container name, with or without container_name_prefix")
     group.add_argument("--set", help="a set name or path (containers roll back in reverse order)")
     p = add("stop", cmd_stop, "stop running containers (default: all managed ones)")
     p.add_argument("--services", help="comma-separated services")
