@@ -135,6 +135,12 @@ class CheckResult:
     detail: str = ""
 
 
+# Passes come on Salt's 1 s loop ticks, a few ms late or early: a check whose
+# timeout falls due within this much of a pass is over at that pass, not one
+# interval later.
+PASS_JITTER = 0.5
+
+
 @dataclass
 class _Flight:
     item: Watched
@@ -167,7 +173,8 @@ class CheckRunner:
         """[(Watched, CheckResult)] of the checks that are over."""
         done = []
         for name, flight in list(self.in_flight.items()):
-            if flight.thread is not None and flight.thread.is_alive() and now - flight.started < flight.item.timeout:
+            if flight.thread is not None and flight.thread.is_alive() and \
+                    now - flight.started < flight.item.timeout - PASS_JITTER:
                 continue
             del self.in_flight[name]
             result = flight.box["result"] if flight.thread is None else \
