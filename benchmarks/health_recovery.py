@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kolla_salt import healthloop  # noqa: E402
 from kolla_salt.containers import ContainerManager, passes_check  # noqa: E402
 from kolla_salt.health import worst_detection  # noqa: E402
+from kolla_salt.inventory import default_settings  # noqa: E402
 from kolla_salt.spec import ContainerSpec  # noqa: E402
 
 FREEZE = ("import os, signal, sys\n"
@@ -94,7 +95,7 @@ def measure(client, service_name, setting_name, rounds):
     service = SERVICES[service_name]
     prefix = f"kshealthbench{uuid.uuid4().hex[:6]}-"
     folder = Path(tempfile.mkdtemp(prefix="kshealthbench", dir="/tmp"))
-    settings = {"kolla_state_directory": str(folder / "state"), "container_name_prefix": prefix,
+    settings = {**default_settings(), "kolla_state_directory": str(folder / "state"), "container_name_prefix": prefix,
                 "health_check_interval": interval, "health_failure_threshold": threshold,
                 "health_restart_cap": 1000, "health_restart_backoff": 0, "health_stop_timeout": 2}
     manager = ContainerManager(client=client, state_dir=folder / "state", health_timeout=120)
@@ -102,7 +103,7 @@ def measure(client, service_name, setting_name, rounds):
     tap = None
     try:
         manager.ensure(spec)
-        healthloop.ensure_health_daemon(folder / "config", settings)
+        healthloop.ensure_health_daemon(settings)
         tap = healthloop.EventTap(settings)
         figures = []
         for _ in range(rounds):

@@ -71,8 +71,14 @@ def build_order(images, wanted):
     return order
 
 
-def image_ref(settings, name):
-    return f"{settings['docker_namespace']}/{name}:{settings['openstack_tag']}"
+def image_folder(ref):
+    """The images/ folder an image reference was built from: ns/keystone:tag -> keystone."""
+    return ref.rsplit("/", 1)[-1].split(":")[0]
+
+
+def image_ref(settings, name, tag=None):
+    """namespace/name:tag; the tag `kolla-salt build` gives is the release's (openstack_tag)."""
+    return f"{settings['docker_namespace']}/{name}:{tag or settings['openstack_tag']}"
 
 
 def rootfs_ref(settings):
@@ -102,7 +108,7 @@ class Builder:
             raise KollaError(f"globals: base_distro '{distro}' is not supported (debian only)")
         if not shutil.which("debootstrap"):
             raise KollaError("debootstrap is not installed: run `make setup`")
-        mirror = self.settings.get("base_distro_mirror") or "http://deb.debian.org/debian"
+        mirror = self.settings["base_distro_mirror"]
         with tempfile.TemporaryDirectory(prefix="kolla-rootfs-") as root:
             self.out(f"[build] rootfs: debootstrap --variant=minbase {release} (about 30 s)")
             proc = subprocess.run(

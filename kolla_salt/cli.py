@@ -1,6 +1,7 @@
 """kolla-salt: build images, deploy, reconfigure, upgrade and roll back
 containerized OpenStack with Salt. Every subcommand has --help."""
 import argparse
+import contextlib
 import json
 import os
 import secrets as random_secrets
@@ -12,6 +13,7 @@ import yaml
 
 from . import healthloop, paths
 from .errors import KollaError, ValidationError
+from .inventory import in_set
 
 EXIT_INVALID = 2
 
@@ -118,12 +120,17 @@ def _release(name):
     return releases[name]
 
 
+def _service_specs(service):
+    """Every container and job spec of a service entry of the pillar."""
+    return [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"]
+
+
 def _check_images(services):
     import docker.errors
     client = _client()
     missing = []
     for service in services:
-        for spec in [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"]:
+        for spec in _service_specs(service):
             try:
                 client.images.get(spec["image"])
             except docker.errors.ImageNotFound:
@@ -170,11 +177,9 @@ def cmd_deploy(args):
     print(f"[deploy] {'checking' if args.test else 'deploying'} {', '.join(names)} (salt-call --local state.apply kolla.deploy)",
           flush=True)
     settings = pillar["kolla"]["settings"]
-    if args.test:
-        code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names}, test=True)
-    else:
-        with healthloop.ledger(settings).paused_restarts():
-            code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names})
+    # The health loop must not restart a container that is being swapped in.
+    with contextlib.nullcontext() if args.test else healthloop.ledger(settings).paused_restarts():
+        code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names}, test=args.test)
     changed, failed, total = summarise(data)
     print(f"[deploy] {total} states: {changed} changed, {failed} failed")
     ok = code == 0 and failed == 0
@@ -194,7 +199,7 @@ def _ensure_health_loop(args, settings, command):
         if healthloop.stop_health_daemon(settings):
             print(f"[{command}] health loop: stopped (enable_health_loop is false)")
         return
-    daemon = healthloop.ensure_health_daemon(args.config_dir, settings)
+    daemon = healthloop.ensure_health_daemon(settings)
     print(f"[{command}] health loop: {'started' if daemon['started'] else 'running'} (pid {daemon['pid']}, "
           f"check every {settings['health_check_interval']} s, restart after "
           f"{settings['health_failure_threshold']} failures; log {healthloop.daemon_root(settings) / 'minion.log'})")
@@ -209,15 +214,14 @@ def cmd_upgrade(args):
     pillar = _validated_pillar(args)
     services = _select(pillar, _split(args.services))
     if args.set:
-        services = [s for s in services if args.set in (s["set"], s["set"].split("/")[0], s["name"])]
+        services = [s for s in services if in_set(s["set"], args.set)]
         if not services:
             raise ValidationError([f"--set: no enabled service belongs to a set named '{args.set}'"])
     settings = pillar["kolla"]["settings"]
     print(f"[upgrade] release {settings['openstack_release']} ({settings['openstack_tag']}): "
           f"{', '.join(s['name'] for s in services)}", flush=True)
-    from .build import Builder
-    images = sorted({spec["image"].split("/")[-1].split(":")[0] for s in services
-                     for spec in [c["spec"] for c in s["containers"]] + s["jobs"] + s["post_jobs"]})
+    from .build import Builder, image_folder
+    images = sorted({image_folder(spec["image"]) for s in services for spec in _service_specs(s)})
     Builder(_client(), settings, out=lambda m: print(m, flush=True)).build(images)
     args.services, args.test = ",".join(s["name"] for s in services), False
     return cmd_deploy(args)
@@ -296,14 +300,14 @@ def cmd_history(args):
 
 def cmd_rollback(args):
     from .containers import ContainerManager
+    from .inventory import load_passwords
     settings = _settings(args)
-    manager = ContainerManager(_client(), settings["kolla_state_directory"],
-                               settings["container_health_timeout"], settings["generations_kept"],
-                               out=lambda m: print(f"[rollback] {m}", flush=True))
+    manager = ContainerManager.from_settings(settings, load_passwords(args.config_dir).values(), client=_client(),
+                                             out=lambda m: print(f"[rollback] {m}", flush=True))
     if args.container:
         names = [next((n for n in _candidate_names(args, settings) if manager.get(n)), args.container)]
     else:
-        names = _set_containers(args, settings, reverse=True)
+        names = _set_containers(args, settings)[::-1]   # a set rolls back in reverse order
     try:
         with healthloop.ledger(settings).paused_restarts():
             for name in names:
@@ -313,39 +317,38 @@ def cmd_rollback(args):
         _ensure_health_loop(args, settings, "rollback")
 
 
-def _set_containers(args, settings, reverse=False):
+def _set_containers(args, settings):
     """Containers of a set (top-level or service), in tree order."""
     from .status import collect
-    rows = [r for r in collect(_client(), settings) if r["set"] == args.set or r["set"].startswith(args.set + "/")
-            or r["set"].endswith("/" + args.set)]
+    rows = [r for r in collect(_client(), settings) if in_set(r["set"], args.set)]
     if not rows:
         raise ValidationError([f"--set: no deployed container belongs to a set named '{args.set}'"])
-    names = [r["name"] for r in rows]
-    return names[::-1] if reverse else names
+    return [r["name"] for r in rows]
 
 
 def cmd_stop(args):
     """Stops the running containers of this deployment (all, or those of --services);
     stopping all also stops the health loop. `deploy` starts them again."""
-    from .spec import LABEL_NAME, LABEL_SET
+    from .containers import managed_containers
+    from .spec import LABEL_SET
     settings = _settings(args)
     wanted = set(_split(args.services))
     if not wanted and healthloop.stop_health_daemon(settings):
         print("[stop] health loop stopped")
-    for container in _client().containers.list(filters={"label": LABEL_NAME}):
+    for container in managed_containers(_client(), settings["container_name_prefix"], running_only=True):
         service = container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1]
-        if container.name.startswith(settings["container_name_prefix"]) and (not wanted or service in wanted):
+        if not wanted or service in wanted:
             container.stop()
             print(f"[stop] {container.name} stopped")
 
 
 def cmd_destroy(args):
-    from .spec import LABEL_NAME, LABEL_JOB
+    from .containers import managed_containers
+    from .spec import LABEL_JOB
     client = _client()
     settings = _settings(args)
     prefix = settings["container_name_prefix"]
-    containers = [c for c in client.containers.list(all=True, filters={"label": LABEL_NAME})
-                  if c.labels[LABEL_NAME].startswith(prefix)]
+    containers = managed_containers(client, prefix)
     containers += [c for c in client.containers.list(all=True, filters={"label": LABEL_JOB})
                    if c.name.startswith(prefix)]
     volumes = sorted({m["Name"] for c in containers for m in c.attrs["Mounts"] if m["Type"] == "volume"})

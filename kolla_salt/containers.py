@@ -17,6 +17,7 @@ import docker
 import docker.errors
 
 from . import generations
+from .build import image_folder
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
                    LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, ContainerSpec, config_hash, diff)
@@ -55,6 +56,13 @@ def run_check(container, spec):
     """Runs the spec's health check once through docker exec: (passed, its output)."""
     result = container.exec_run(list(spec.healthcheck.test))
     return result.exit_code == 0, (result.output or b"").decode(errors="replace").strip()[-500:]
+
+
+def managed_containers(client, prefix="", running_only=False):
+    """The managed containers of one deployment (kolla.name starts with `prefix`),
+    current and kept-aside generations."""
+    return [c for c in client.containers.list(all=not running_only, filters={"label": LABEL_NAME})
+            if c.labels[LABEL_NAME].startswith(prefix)]
 
 
 def passes_check(container, spec):
@@ -98,16 +106,19 @@ class ContainerManager:
         self.out = out or (lambda message: None)
         self._missing_caps = None
 
+    @classmethod
+    def from_settings(cls, settings, passwords=(), out=None, client=None):
+        """The manager of a deployment: its state folder, health timeout and kept
+        generations from the kolla settings; passwords are redacted from output."""
+        return cls(client, settings["kolla_state_directory"], settings["container_health_timeout"],
+                   settings["generations_kept"], secrets=list(passwords), out=out)
+
     # -- reading ------------------------------------------------------------------
     def get(self, name):
         try:
             return self.client.containers.get(name)
         except docker.errors.NotFound:
             return None
-
-    def managed(self):
-        """Every managed container on this engine, current and kept-aside ones."""
-        return self.client.containers.list(all=True, filters={"label": LABEL_NAME})
 
     def history(self, name):
         return generations.History(self.state_dir, name)
@@ -117,7 +128,7 @@ class ContainerManager:
             return self.client.images.get(spec.image)
         except docker.errors.ImageNotFound:
             raise ImageMissing(f"container {spec.name}: image {spec.image} is not on this host; "
-                               f"build it with `kolla-salt build {spec.image.rsplit('/', 1)[-1].split(':')[0]}`")
+                               f"build it with `kolla-salt build {image_folder(spec.image)}`")
 
     def plan(self, spec):
         image = self._check_image(spec)
@@ -259,35 +270,36 @@ class ContainerManager:
         # running old one, the new one must not be revived by Docker if it exits.
         new = self._create_generation(spec, generation, temp_name, restart_policy="no" if overlap else None)
         old_was_healthy = old.status == "running" and old.health in ("healthy", "starting", "unknown")
+        healthy = overlap and self._start_new(new, old, spec, generation, old_generation, beside=True)
+        self._retire(old, aside)
+        new.rename(spec.name)
         if overlap:
-            try:
-                self._start_and_wait(new, spec)   # both serve the port meanwhile (SO_REUSEPORT)
-                overlapped = True
-            except ContainerExited as error:
-                # It could not share the port (an old generation without SO_REUSEPORT,
-                # or another user): replace the old one the stop-first way.
-                self.out(f"{spec.name}: generation {generation} could not start beside generation "
-                         f"{old_generation} ({str(error).splitlines()[0]}); stopping generation {old_generation} first")
-                overlapped = False
-            except KollaError as error:
-                self._restore(new, old, spec, generation, old_generation, old_retired=False)
-                raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
-                                 f"restored generation {old_generation} (it kept serving)") from None
-            self._retire(old, aside)
-            new.rename(spec.name)
             new.update(restart_policy={"Name": spec.restart_policy})
-            if overlapped:
-                return self._swapped(spec, generation, old_generation, old_was_healthy, aside)
-        else:
-            self._retire(old, aside)
-            new.rename(spec.name)
+        if not healthy:
+            self._start_new(new, old, spec, generation, old_generation, beside=False)
+        # Only a generation that ran healthy is a rollback target.
+        self.history(spec.name).set_outcome(
+            old_generation, generations.REPLACED if old_was_healthy else generations.FAILED)
+        self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
+        self._prune(spec.name)
+
+    def _start_new(self, new, old, spec, generation, old_generation, beside):
+        """Starts the new generation and waits for its check; True once it passes.
+        `beside`: the old one still runs (overlap). A new one that exits there could
+        not share the port (an old generation without SO_REUSEPORT, another user):
+        False, and the caller replaces the old one the stop-first way. Any other
+        failure removes the new one, brings the old one back and raises."""
         try:
             self._start_and_wait(new, spec)
+            return True
         except KollaError as error:
-            self._restore(new, old, spec, generation, old_generation)
+            if beside and isinstance(error, ContainerExited):
+                self.out(f"{spec.name}: generation {generation} could not start beside generation "
+                         f"{old_generation} ({str(error).splitlines()[0]}); stopping generation {old_generation} first")
+                return False
+            self._restore(new, old, spec, generation, old_generation, old_retired=not beside)
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
-                             f"restored generation {old_generation}") from None
-        return self._swapped(spec, generation, old_generation, old_was_healthy, aside)
+                             f"restored generation {old_generation}" + (" (it kept serving)" if beside else "")) from None
 
     def _retire(self, old, aside):
         """Stops the old generation and keeps it aside; restart policy "no" so that a
@@ -297,14 +309,7 @@ class ContainerManager:
         old.rename(aside)
         old.update(restart_policy={"Name": "no"})
 
-    def _swapped(self, spec, generation, old_generation, old_was_healthy, aside):
-        history = self.history(spec.name)
-        # Only a generation that ran healthy is a rollback target.
-        history.set_outcome(old_generation, generations.REPLACED if old_was_healthy else generations.FAILED)
-        self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
-        self._prune(spec.name)
-
-    def _restore(self, new, old, spec, generation, old_generation, old_retired=True):
+    def _restore(self, new, old, spec, generation, old_generation, old_retired):
         try:
             new.remove(force=True)
         finally:
@@ -346,15 +351,6 @@ class ContainerManager:
         except docker.errors.APIError as error:
             if error.status_code != 409:   # 409: another container still uses it
                 raise
-
-    def remove(self, name, kept_too=True):
-        """Removes a container (and its kept generations); named volumes stay."""
-        removed = []
-        for container in self.client.containers.list(all=True, filters={"label": f"{LABEL_NAME}={name}"}):
-            if container.name == name or kept_too:
-                container.remove(force=True)
-                removed.append(container.name)
-        return removed
 
     # -- rollback ------------------------------------------------------------------------
     def rollback(self, name):

@@ -293,16 +293,15 @@ class HealthTracker:
             "failures": track.failures, "reminder": track.reminders, "detail": result.detail})
 
 
-def beacon_pass(client, tracker, runner, prefix="", now=None, clock=time.monotonic):
+def beacon_pass(client, tracker, runner, prefix=""):
     """One beacon run: collect the checks that are over, start the next ones,
     return the events to fire as Salt beacon dicts ({'tag': suffix, ...data})."""
     names = managed_names(client, prefix)
-    now = time.time() if now is None else now
     events = []
-    for item, result in runner.collect(client, clock()):
-        for tag, data in tracker.observe(item, result, now):
+    for item, result in runner.collect(client, time.monotonic()):
+        for tag, data in tracker.observe(item, result, time.time()):
             events.append({"tag": tag, **data})
-    runner.start(client, watched_containers(client, names), clock())
+    runner.start(client, watched_containers(client, names), time.monotonic())
     # Counters of a container being restarted are kept (it comes back and its
     # recovery is news); those of removed containers go.
     tracker.forget_others(names)

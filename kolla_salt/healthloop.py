@@ -40,19 +40,13 @@ from pathlib import Path
 import yaml
 
 from . import paths
-from .inventory import default_settings
 
 # Unix socket paths must stay under 108 bytes; the minion's is <sock_dir>/minion_event_<10 hex>_pub.ipc.
 _SOCKET_ROOM = 107 - len("/minion_event_0123456789_pub.ipc")
 
 
-def setting(settings, key):
-    """A setting, from pillar/defaults/globals.yml when `settings` lacks it."""
-    return settings[key] if key in settings else default_settings()[key]
-
-
 def daemon_root(settings):
-    return Path(settings.get("kolla_state_directory", "/var/lib/kolla-salt")) / "salt" / "health"
+    return Path(settings["kolla_state_directory"]) / "salt" / "health"
 
 
 def _sock_dir(root):
@@ -80,18 +74,17 @@ def code_version():
 def ledger(settings):
     """The restart bookkeeping (and pause switch) of this host's loop."""
     from .health import RestartLedger
-    state_dir = Path(settings.get("kolla_state_directory", "/var/lib/kolla-salt"))
-    return RestartLedger(state_dir / "health" / "restarts.json")
+    return RestartLedger(Path(settings["kolla_state_directory"]) / "health" / "restarts.json")
 
 
 def beacon_config(settings):
     """The kolla_health beacon's configuration (Salt's list of one-key dicts)."""
     return [
-        {"interval": setting(settings, "health_check_interval")},
-        {"threshold": setting(settings, "health_failure_threshold")},
-        {"prefix": settings.get("container_name_prefix", "")},
-        {"remind": setting(settings, "health_restart_backoff")},
-        {"remind_max": setting(settings, "health_restart_window")},
+        {"interval": settings["health_check_interval"]},
+        {"threshold": settings["health_failure_threshold"]},
+        {"prefix": settings["container_name_prefix"]},
+        {"remind": settings["health_restart_backoff"]},
+        {"remind_max": settings["health_restart_window"]},
     ]
 
 
@@ -99,22 +92,25 @@ def restart_settings(settings):
     """The restart policy kolla_health.restart reads (minion option or pillar `kolla_health`)."""
     return {
         "state_file": ledger(settings).path,
-        "restart_cap": setting(settings, "health_restart_cap"),
-        "restart_window": setting(settings, "health_restart_window"),
-        "restart_backoff": setting(settings, "health_restart_backoff"),
-        "stop_timeout": setting(settings, "health_stop_timeout"),
-        "prefix": settings.get("container_name_prefix", ""),
+        "restart_cap": settings["health_restart_cap"],
+        "restart_window": settings["health_restart_window"],
+        "restart_backoff": settings["health_restart_backoff"],
+        "stop_timeout": settings["health_stop_timeout"],
+        "prefix": settings["container_name_prefix"],
     }
 
 
-def minion_opts(config_dir, settings, minion_id=None):
+def minion_id():
+    return f"{socket.gethostname()}-health"
+
+
+def minion_opts(settings):
     """The daemon's minion configuration, from the kolla settings."""
     root = daemon_root(settings)
     return {
-        "id": minion_id or f"{socket.gethostname()}-health",
+        "id": minion_id(),
         "master_type": "disable",
         "file_client": "local",
-        "kolla_config_dir": str(config_dir),
         # Every path is given (root_dir "/" so Salt keeps them as they are, even a
         # socket folder outside `root`); nothing falls back to /etc/salt or /var.
         "root_dir": "/",
@@ -154,14 +150,14 @@ def _running_pid(root):
     return pid if b"salt-minion" in cmdline and f"-c {root} ".encode() in cmdline + b" " else None
 
 
-def ensure_health_daemon(config_dir, settings, timeout=60):
+def ensure_health_daemon(settings, timeout=60):
     """Writes the daemon's config and starts it unless it already runs with that
     config (a changed config restarts it). Returns {pid, started, config}."""
     root = daemon_root(settings)
-    if not setting(settings, "enable_health_loop"):
+    if not settings["enable_health_loop"]:
         stop_health_daemon(settings)
         return {"pid": None, "started": False, "config": None}
-    opts = minion_opts(config_dir, settings)
+    opts = minion_opts(settings)
     text = yaml.safe_dump(opts, sort_keys=True)
     for folder in (root, root / "pillar", Path(opts["sock_dir"])):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -240,17 +236,17 @@ class EventTap:
     events inside one `__beacons_return` event: they are unpacked here.
     `events` holds (monotonic time, tag, data)."""
 
-    def __init__(self, settings, config_dir="/"):
+    def __init__(self, settings):
         import threading
 
         import salt.config
         import salt.utils.event
-        opts = minion_opts(config_dir, settings)
+        sock_dir = str(_sock_dir(daemon_root(settings)))
         listen_opts = salt.config.minion_config(None)
-        listen_opts.update(sock_dir=opts["sock_dir"], id=opts["id"])
+        listen_opts.update(sock_dir=sock_dir, id=minion_id())
         self.events = []
         self._stop = threading.Event()
-        self._bus = salt.utils.event.get_event("minion", sock_dir=opts["sock_dir"], opts=listen_opts, listen=True)
+        self._bus = salt.utils.event.get_event("minion", sock_dir=sock_dir, opts=listen_opts, listen=True)
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 

@@ -20,15 +20,12 @@ import jinja2
 import yaml
 
 from . import paths
+from .build import image_ref
+from .healthloop import beacon_config, restart_settings
 from .errors import ValidationError
 from .merge import merge
 from .releases import load_releases
 from .spec import ContainerSpec
-
-# Keys of kolla-ansible's globals.yml that an operator may carry over but that
-# kolla-salt does not use: accepted with a warning instead of an error.
-WARN_ONLY = "unknown key"
-
 
 def _read_yaml(path, problems, kind=dict):
     try:
@@ -106,8 +103,6 @@ def load_settings(config_dir, warnings=None):
     settings["openstack_tag"] = settings["openstack_tag"] or (
         settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else ""))
     settings["api_interface"] = settings["api_interface"] or settings["network_interface"]
-    settings["kolla_external_vip_address"] = (settings["kolla_external_vip_address"]
-                                              or settings["kolla_internal_vip_address"])
     return settings
 
 
@@ -131,11 +126,20 @@ def load_passwords(config_dir):
     return {k: v for k, v in have.items() if isinstance(v, str)}
 
 
-def load_tree(problems=None):
-    """[(top-level set, [service, ...])] in deploy order."""
-    problems = [] if problems is None else problems
+def load_tree():
+    """[(top-level set, [service, ...])] in deploy order; a broken tree.yaml is an error."""
+    problems = []
     tree = _read_yaml(paths.SERVICES_DIR / "tree.yaml", problems, kind=list)
+    if problems:
+        raise ValidationError(problems)
     return [(entry["name"], list(entry.get("services") or [])) for entry in tree]
+
+
+def in_set(set_path, name):
+    """Whether a container or service whose set path is `set_path` (e.g.
+    database-control/mariadb) belongs to the set `name`: a top-level set, a
+    service, or the whole path."""
+    return set_path == name or set_path.startswith(name + "/") or set_path.endswith("/" + name)
 
 
 def service_order():
@@ -161,25 +165,19 @@ class ServiceRenderer:
                                       undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
         self.env.filters["to_json"] = json.dumps
 
-    def context(self, service):
-        ctx = dict(self.settings)
-        ctx.update(self.passwords)
-        ctx.update(self.host)
-        ctx["service"] = service
-        ctx["image"] = self.image
-        ctx["container_name"] = lambda name: self.settings["container_name_prefix"] + name
-        return ctx
+    def context(self):
+        return {**self.settings, **self.passwords, **self.host}
 
     def image(self, name):
-        tag = self.settings.get(f"{name}_tag") or self.settings["openstack_tag"]
-        return f"{self.settings['docker_namespace']}/{name}:{tag}"
+        """The image a container runs: <name>_tag pins one, else the release's tag."""
+        return image_ref(self.settings, name, self.settings.get(f"{name}_tag"))
 
     def definition(self, service):
-        text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context(service))
+        text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context())
         return yaml.safe_load(text) or {}
 
     def template(self, service, name):
-        return self.env.get_template(f"{service}/templates/{name}").render(**self.context(service))
+        return self.env.get_template(f"{service}/templates/{name}").render(**self.context())
 
 
 def _config_json(container, files):
@@ -200,7 +198,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
     problems = []
     renderer = ServiceRenderer(settings, passwords, host)
     overrides_root = Path(config_dir) / "config"
-    known_services = {s for _, s in service_order()}
+    order = service_order()
+    known_services = {s for _, s in order}
     if overrides_root.is_dir():
         for folder in sorted(overrides_root.iterdir()):
             if folder.is_dir() and folder.name not in known_services:
@@ -208,7 +207,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
                                 f"(services: {', '.join(sorted(known_services))})")
     prefix = settings["container_name_prefix"]
     services = []
-    for top, service in service_order():
+    for top, service in order:
         if not settings.get(f"enable_{service}", False):
             continue
         where = f"salt/states/kolla/{service}/defaults.yaml"
@@ -289,7 +288,6 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
     if settings["enable_health_loop"]:
         # A minion of a salt-master takes its beacons from pillar: the health loop's
         # beacon and restart policy, the same as the all-in-one daemon's.
-        from .healthloop import beacon_config, restart_settings
         pillar.update(beacons={"kolla_health": beacon_config(settings)}, kolla_health=restart_settings(settings))
     return pillar
 

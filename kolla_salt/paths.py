@@ -1,8 +1,5 @@
-"""Where things live: the checkout, the operator's files and host state.
-
-Every location can be moved with an environment variable so that tests and
-benchmarks run beside a real deployment without touching it.
-"""
+"""Where things live: the checkout and the operator's files (host folders are
+settings in globals.yml: kolla_state_directory, node_config_directory, ...)."""
 import os
 from pathlib import Path
 
@@ -18,7 +15,3 @@ def config_dir():
     """The operator's directory: globals.yml, passwords.yml, config/, clouds.yaml."""
     return Path(os.environ.get("KOLLA_SALT_CONFIG_DIR", "/etc/kolla-salt"))
 
-
-def state_dir():
-    """Host state kept by kolla-salt: generation history, config snapshots."""
-    return Path(os.environ.get("KOLLA_SALT_STATE_DIR", "/var/lib/kolla-salt"))

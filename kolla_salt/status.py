@@ -1,18 +1,16 @@
 """What runs now: the set tree with each managed container's state."""
 from . import healthloop
+from .containers import managed_containers
 from .inventory import service_order
 from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET
 
 
 def collect(client, settings):
     """Rows in tree order: name, set, state, health, image, generation, kept generations."""
-    prefix = settings["container_name_prefix"]
     order = {f"{top}/{service}": index for index, (top, service) in enumerate(service_order())}
     current, kept = [], {}
-    for container in client.containers.list(all=True, filters={"label": LABEL_NAME}):
+    for container in managed_containers(client, settings["container_name_prefix"]):
         name = container.labels[LABEL_NAME]
-        if not name.startswith(prefix):
-            continue
         if container.name != name:
             kept.setdefault(name, []).append(int(container.labels.get(LABEL_GENERATION, 0)))
             continue

@@ -1,8 +1,9 @@
 """Beacon: reports managed containers whose health check keeps failing.
 
 A thin adapter over kolla_salt.health (the logic and its reasons live there).
-Every `interval` seconds it runs each running managed container's own check
-through `docker exec` and fires, only on change:
+Every `interval` seconds it collects the checks that are over and starts the
+next ones (each running managed container's own check, through `docker exec`,
+in the background: health.CheckRunner), and fires, only on change:
 
     salt/beacon/<minion>/kolla_health/<name>/unhealthy   after `threshold` failures in a row
     salt/beacon/<minion>/kolla_health/<name>/healthy     when a reported container recovers
@@ -20,8 +21,6 @@ Configuration (a list of one-key dicts, Salt 3008 style)::
 Salt calls beacons every second but counts `interval` in `loop_interval`
 units: keep the minion's loop_interval at 1 (Salt's default).
 """
-import time
-
 try:
     import docker
 
@@ -58,8 +57,9 @@ def beacon(config):
     conf = health.merge_config(config)
     key = conf.get("_beacon_name", __virtualname__)
     tracker = _TRACKERS.setdefault(key, health.HealthTracker())
-    tracker.threshold = int(conf.get("threshold", 3))
-    tracker.remind = float(conf.get("remind", 60))
-    tracker.remind_max = float(conf.get("remind_max", 600))
+    # A key the configuration leaves out keeps HealthTracker's default.
+    tracker.threshold = int(conf.get("threshold", tracker.threshold))
+    tracker.remind = float(conf.get("remind", tracker.remind))
+    tracker.remind_max = float(conf.get("remind_max", tracker.remind_max))
     runner = _RUNNERS.setdefault(key, health.CheckRunner())
-    return health.beacon_pass(_client(), tracker, runner, prefix=conf.get("prefix", ""), now=time.time())
+    return health.beacon_pass(_client(), tracker, runner, prefix=conf.get("prefix", ""))

@@ -14,17 +14,12 @@ def __virtual__():
 
 
 def _manager():
-    kolla = __pillar__.get("kolla", {})
-    settings = kolla.get("settings", {})
+    kolla = __pillar__["kolla"]
 
     def progress(message):  # shows up on salt-call's terminal while a long state runs
         print(f"[kolla] {message}", file=sys.stderr, flush=True)
 
-    return ContainerManager(
-        state_dir=settings.get("kolla_state_directory", "/var/lib/kolla-salt"),
-        health_timeout=settings.get("container_health_timeout", 180),
-        generations_kept=settings.get("generations_kept", 2),
-        secrets=list(kolla.get("passwords", {}).values()), out=progress)
+    return ContainerManager.from_settings(kolla["settings"], kolla["passwords"].values(), out=progress)
 
 
 def _spec(spec, where):
@@ -50,17 +45,3 @@ def run_job(spec):
     """Runs a one-shot container to completion; returns its (redacted) output."""
     return _manager().run_job(_spec(spec, f"job {spec.get('name')}"))
 
-
-def remove(name, kept_too=True):
-    """Removes a managed container and its kept generations; volumes stay."""
-    return _manager().remove(name, kept_too=kept_too)
-
-
-def rollback(name):
-    """Returns a container to its last known good generation."""
-    target, new = _manager().rollback(name)
-    return {"name": name, "restored_generation": target, "generation": new}
-
-
-def exists(name):
-    return _manager().get(name) is not None

@@ -21,15 +21,13 @@ or its pillar (a master's minion; pillar/kolla.sls puts it there)::
 try:
     import docker
 
-    from kolla_salt import health
+    from kolla_salt import health, healthloop
+    from kolla_salt.inventory import default_settings
     HAS_LIBS = True
 except ImportError:
     HAS_LIBS = False
 
 __virtualname__ = "kolla_health"
-
-DEFAULT_STATE_FILE = "/var/lib/kolla-salt/health/restarts.json"
-
 
 def __virtual__():
     if not HAS_LIBS:
@@ -38,14 +36,15 @@ def __virtual__():
 
 
 def _conf():
-    # The all-in-one daemon has it in its options; a master's minion in pillar.
-    return __opts__.get("kolla_health") or __pillar__.get("kolla_health") or {}
+    """The restart policy: the all-in-one daemon has it in its options, a master's
+    minion in pillar; else the defaults of globals.yml."""
+    return (__opts__.get("kolla_health") or __pillar__.get("kolla_health")
+            or healthloop.restart_settings(default_settings()))
 
 
 def _policy(conf):
-    return health.RestartPolicy(cap=int(conf.get("restart_cap", 3)),
-                                window=float(conf.get("restart_window", 600)),
-                                backoff=float(conf.get("restart_backoff", 10)))
+    return health.RestartPolicy(cap=conf["restart_cap"], window=conf["restart_window"],
+                                backoff=conf["restart_backoff"])
 
 
 def restart(name, incarnation=None):
@@ -54,14 +53,9 @@ def restart(name, incarnation=None):
     decision (action: restarted, wait, gave-up, left-alone, stale, ignored)."""
     conf = _conf()
     result = health.handle_unhealthy(
-        docker.from_env(timeout=120), health.RestartLedger(conf.get("state_file", DEFAULT_STATE_FILE)),
-        _policy(conf), name, incarnation=incarnation, prefix=conf.get("prefix", ""),
-        stop_timeout=int(conf.get("stop_timeout", 2)))
+        docker.from_env(timeout=120), health.RestartLedger(conf["state_file"]),
+        _policy(conf), name, incarnation=incarnation, prefix=conf["prefix"], stop_timeout=conf["stop_timeout"])
     if result["action"] in ("restarted", "gave-up"):
         __salt__["event.send"](f"kolla/health/{name}/{result['action']}", result)
     return result
 
-
-def ledger():
-    """The restart bookkeeping: {name: {container, restarts, gave_up}}."""
-    return health.RestartLedger(_conf().get("state_file", DEFAULT_STATE_FILE)).read()

@@ -1,4 +1,4 @@
-"""State module: kolla_container.running / absent / job.
+"""State module: kolla_container.running / job.
 
 Reads the current state, reports the exact changes, honours test=True by
 predicting without acting, and fails (result False, no changes) with a message
@@ -31,23 +31,6 @@ def running(name, spec):
         ret.update(result=True, changes=changes,
                    comment=f"{name} {plan['action']}d, generation {plan['generation']} is healthy"
                            + (f"; {notes}" if notes else ""))
-    except KollaError as error:
-        ret["comment"] = str(error)
-    return ret
-
-
-def absent(name, kept_too=True):
-    """No container `name` (nor its kept generations); named volumes are kept."""
-    ret = _ret(name)
-    try:
-        if not __salt__["kolla_container.exists"](name):
-            ret.update(result=True, comment=f"{name} is absent")
-            return ret
-        if __opts__["test"]:
-            ret.update(result=None, changes={"removed": name}, comment=f"{name} would be removed")
-            return ret
-        removed = __salt__["kolla_container.remove"](name, kept_too=kept_too)
-        ret.update(result=True, changes={"removed": removed}, comment=f"removed {', '.join(removed)}")
     except KollaError as error:
         ret["comment"] = str(error)
     return ret

@@ -1,12 +1,14 @@
 """The health loop's pure logic: debouncing checks into change events, and the
 restart policy (cap per window, doubling backoff, give-up once)."""
 import json
+import threading
 from types import SimpleNamespace
 
 import docker.errors
 import pytest
 
 from kolla_salt import health, healthloop
+from kolla_salt.inventory import default_settings
 from kolla_salt.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
 
 OK, FAIL = CheckResult(True, "healthy"), CheckResult(False, "exit code 1: unhealthy")
@@ -215,10 +217,14 @@ def test_validate_beacon_config(config, ok):
     assert health.validate_beacon_config(config)[0] is ok
 
 
+def settings_with(**changes):
+    return {**default_settings(), **changes}
+
+
 def test_minion_opts_come_from_settings(tmp_path):
-    settings = {"kolla_state_directory": str(tmp_path), "container_name_prefix": "kst-",
-                "health_check_interval": 2, "health_restart_cap": 5}
-    opts = healthloop.minion_opts(tmp_path / "config", settings)
+    settings = settings_with(kolla_state_directory=str(tmp_path), container_name_prefix="kst-",
+                             health_check_interval=2, health_restart_cap=5)
+    opts = healthloop.minion_opts(settings)
     beacon = health.merge_config(opts["beacons"]["kolla_health"])
     assert beacon == {"interval": 2, "threshold": 3, "prefix": "kst-", "remind": 10, "remind_max": 600}
     assert health.validate_beacon_config(opts["beacons"]["kolla_health"])[0]
@@ -226,13 +232,13 @@ def test_minion_opts_come_from_settings(tmp_path):
     assert opts["master_type"] == "disable" and opts["engines"] == [{"reactor": {}}]
     for key in ("cachedir", "pki_dir", "pidfile", "log_file", "extension_modules"):
         assert opts[key].startswith(str(tmp_path)), key
-    assert healthloop.minion_opts("/c", {"kolla_state_directory": "/var/lib/kolla-salt"})["sock_dir"] == \
+    assert healthloop.minion_opts(settings_with(kolla_state_directory="/var/lib/kolla-salt"))["sock_dir"] == \
         "/var/lib/kolla-salt/salt/health/sock"
 
 
 def test_a_deep_state_folder_moves_the_sockets_to_a_short_path(tmp_path):
     deep = tmp_path / ("x" * 90)
-    opts = healthloop.minion_opts("/c", {"kolla_state_directory": str(deep)})
+    opts = healthloop.minion_opts(settings_with(kolla_state_directory=str(deep)))
     assert len(opts["sock_dir"] + "/minion_event_0123456789_pub.ipc") < 108
 
 
@@ -242,14 +248,12 @@ class FakeExecAPI:
     """exec_* of the Docker API: each check blocks until `release` is set for it."""
 
     def __init__(self):
-        import threading
-        self.release, self.codes, self.created, self.killed = {}, {}, [], []
-        self.threading = threading
+        self.release, self.codes, self.created = {}, {}, []
 
     def exec_create(self, container_id, cmd):
         exec_id = f"exec{len(self.created)}"
         self.created.append(exec_id)
-        self.release[exec_id] = self.threading.Event()
+        self.release[exec_id] = threading.Event()
         return {"Id": exec_id}
 
     def exec_start(self, exec_id):
@@ -271,7 +275,8 @@ def test_checks_run_in_the_background_and_a_hung_one_fails_at_its_timeout():
     runner.in_flight[watched.name].thread.join(2)
     assert runner.collect(client, now=1.5) == [(watched, CheckResult(True, "healthy"))]
     runner.start(client, [watched], now=1.5)                  # the next check starts
-    [(_, hung)] = runner.collect(client, now=3.6)             # it outlived its 2 s timeout
+    assert runner.collect(client, now=2.9) == []              # 1.4 s in: not yet due
+    [(_, hung)] = runner.collect(client, now=3.1)             # its 2 s timeout falls due at this pass (jitter)
     assert not hung.ok and "timed out after 2 s" in hung.detail
     client.api.release["exec1"].set()
 

@@ -3,6 +3,7 @@ import os
 import pytest
 import yaml
 
+from kolla_salt import paths
 from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar, load_passwords, load_settings
 
@@ -57,7 +58,7 @@ def test_passwords_must_be_private_and_complete(tmp_path):
 def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     write(tmp_path, "globals.yml", {"container_name_prefix": "t-"})
     write(tmp_path, "passwords.yml", {k: f"pw-{k}" for k in yaml.safe_load(
-        open(os.path.join(os.path.dirname(__file__), "../../pillar/defaults/passwords.yml"))) or {}})
+        (paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}})
     pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
     names = [s["name"] for s in pillar["services"]]
     assert names == ["mariadb", "rabbitmq", "memcached", "keystone"]

@@ -14,6 +14,7 @@ def test_same_data_same_hash_and_order_does_not_matter():
     a = spec(cap_add=["net_admin", "CAP_SYS_TIME"], reasons={"NET_ADMIN": "x", "SYS_TIME": "y"})
     b = spec(cap_add=["SYS_TIME", "NET_ADMIN"], reasons={"SYS_TIME": "y", "NET_ADMIN": "x"})
     assert a.spec_hash() == b.spec_hash()
+    assert a.spec_hash() != spec().spec_hash()
     assert normalise_capability("cap_net_raw") == "NET_RAW"
 
 
