@@ -46,6 +46,31 @@ def discover(images_dir=paths.IMAGES_DIR):
     return images
 
 
+def remove_if_orphaned(client, image_id):
+    """Removes image `image_id` if no tag names it and no container (a kept
+    generation among them) uses it; True if it did. An image still needed is
+    refused by the engine (409), which is the answer, not an error."""
+    import docker.errors
+    try:
+        if image_id and not client.images.get(image_id).tags:
+            client.images.remove(image_id)
+            return True
+    except docker.errors.ImageNotFound:
+        pass
+    except docker.errors.APIError as error:
+        if error.status_code != 409:   # 409: used by a container, or a parent of another image
+            raise
+    return False
+
+
+def _content_only(info):
+    """A context entry without what a checkout changes but the image does not
+    see as content (times, owners): a fresh clone must hash like the last."""
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    info.mode = 0o755 if info.mode & 0o111 else 0o644
+    return info
+
+
 def build_order(images, wanted):
     """Parents before children; unknown names are an error naming them."""
     unknown = [w for w in wanted if w not in images]
@@ -155,7 +180,7 @@ class Builder:
             for path in sorted(folder.rglob("*")):
                 rel = path.relative_to(folder).as_posix()
                 if path.is_file() and rel not in ("Dockerfile.j2", "image.yml"):
-                    tar.add(str(path), arcname=rel, recursive=False)
+                    tar.add(str(path), arcname=rel, recursive=False, filter=_content_only)
             extra = {"Dockerfile": dockerfile.encode()}
             ca = self._ca_bundle()
             if ca:
@@ -175,7 +200,7 @@ class Builder:
         """Builds `wanted` (all by default) and their parents; returns {name: 'built'|'tagged'|'unchanged'}."""
         order = build_order(self.images, wanted or sorted(self.images))
         parent_root = self.ensure_rootfs()
-        result = {}
+        result, replaced = {}, []
         for index, name in enumerate(order, 1):
             image = self.images[name]
             ref = image_ref(self.settings, name)
@@ -194,10 +219,16 @@ class Builder:
                 same.tag(repo, tag)
                 self.out(f"[build] ({index}/{len(order)}) {ref}: same content as {same.tags[0]}, tagged")
                 result[name] = "tagged"
-                continue
-            self.out(f"[build] ({index}/{len(order)}) {ref}: building")
-            self._docker_build(ref, context, wanted_hash)
-            result[name] = "built"
+            else:
+                self.out(f"[build] ({index}/{len(order)}) {ref}: building")
+                self._docker_build(ref, context, wanted_hash)
+                result[name] = "built"
+            if current is not None:
+                replaced.append((ref, current.id))
+        # Children first: an old parent is still needed by the old child images.
+        for ref, image_id in reversed(replaced):
+            if remove_if_orphaned(self.client, image_id):
+                self.out(f"[build] removed the image {ref} had before ({image_id[7:19]}): nothing uses it")
         return result
 
     def _image_with_hash(self, build_hash):

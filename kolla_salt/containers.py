@@ -17,7 +17,7 @@ import docker
 import docker.errors
 
 from . import generations
-from .build import image_folder
+from .build import image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
                    LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, ContainerSpec, config_hash, diff)
@@ -342,15 +342,8 @@ class ContainerManager:
         """A pruned generation's image goes too once nothing names or uses it (a tag
         that was rebuilt leaves its old image untagged). Tagged images stay: they are
         releases an operator may roll back to without a rebuild."""
-        try:
-            if image_id and not self.client.images.get(image_id).tags:
-                self.client.images.remove(image_id)
-                self.out(f"removed image {image_id[7:19]} (untagged, no generation left uses it)")
-        except docker.errors.ImageNotFound:
-            pass
-        except docker.errors.APIError as error:
-            if error.status_code != 409:   # 409: another container still uses it
-                raise
+        if remove_if_orphaned(self.client, image_id):
+            self.out(f"removed image {image_id[7:19]} (untagged, no generation left uses it)")
 
     # -- rollback ------------------------------------------------------------------------
     def rollback(self, name):

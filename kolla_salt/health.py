@@ -386,11 +386,25 @@ class RestartLedger:
     Beside it, the file `paused` holds the pid of a deploy, upgrade or rollback
     in progress (see `paused_restarts`): while that process lives, the loop
     restarts nothing, because a container being swapped in may fail its
-    check until it is ready and the swap already decides what happens to it."""
+    check until it is ready and the swap already decides what happens to it.
+    And `locks/<name>.lock` is held by the reaction acting on that container
+    (see `acting_on`)."""
 
     def __init__(self, path):
         self.path = str(path)
         self.pause_file = os.path.join(os.path.dirname(self.path), "paused")
+        self.lock_dir = os.path.join(os.path.dirname(self.path), "locks")
+
+    @contextlib.contextmanager
+    def acting_on(self, name):
+        """Holds container `name` from looking at it to the end of its restart,
+        across processes. A second report of the same failure (a reminder, a
+        duplicate) handled meanwhile then finds the new incarnation instead of
+        judging the old one with the restart in progress already counted."""
+        os.makedirs(self.lock_dir, exist_ok=True)
+        with open(os.path.join(self.lock_dir, f"{name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
 
     def paused_by(self):
         """The pid of the live process that paused restarts, or None."""
@@ -444,27 +458,28 @@ def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", 
     if pauser:
         return {"name": name, "action": "ignored",
                 "reason": f"a deploy, upgrade or rollback (pid {pauser}) is replacing containers"}
-    try:
-        container = client.containers.get(name)
-    except docker.errors.NotFound:
-        return {"name": name, "action": "ignored", "reason": "no such container"}
-    item = watched_from_container(container, prefix)
-    if item is None:
-        return {"name": name, "action": "ignored",
-                "reason": "not a running, checked container managed by this loop"}
-    if incarnation and incarnation != item.incarnation:
-        return {"name": name, "action": "stale", "reason": f"restarted since the report ({item.incarnation})"}
-    with ledger.update() as records:
-        record = records.get(name, {})
-        if record.get("container") != container.id:   # redeployed: its past is not this one's
-            record = {"container": container.id}
-        decision = policy.decide(record, item.incarnation, now)
-        records[name] = policy.apply(record, decision, item.incarnation, now)
-    result = {"name": name, "container": container.id[:12], "incarnation": item.incarnation,
-              "restarts_in_window": decision.restarts, "cap": policy.cap, "window": policy.window}
-    if decision.action == "restart":
-        container.restart(timeout=stop_timeout)   # SIGTERM, then SIGKILL: works on a stopped process
-        return {**result, "action": "restarted", "restarts_in_window": decision.restarts + 1}
+    with ledger.acting_on(name):
+        try:
+            container = client.containers.get(name)
+        except docker.errors.NotFound:
+            return {"name": name, "action": "ignored", "reason": "no such container"}
+        item = watched_from_container(container, prefix)
+        if item is None:
+            return {"name": name, "action": "ignored",
+                    "reason": "not a running, checked container managed by this loop"}
+        if incarnation and incarnation != item.incarnation:
+            return {"name": name, "action": "stale", "reason": f"restarted since the report ({item.incarnation})"}
+        with ledger.update() as records:
+            record = records.get(name, {})
+            if record.get("container") != container.id:   # redeployed: its past is not this one's
+                record = {"container": container.id}
+            decision = policy.decide(record, item.incarnation, now)
+            records[name] = policy.apply(record, decision, item.incarnation, now)
+        result = {"name": name, "container": container.id[:12], "incarnation": item.incarnation,
+                  "restarts_in_window": decision.restarts, "cap": policy.cap, "window": policy.window}
+        if decision.action == "restart":
+            container.restart(timeout=stop_timeout)   # SIGTERM, then SIGKILL: works on a stopped process
+            return {**result, "action": "restarted", "restarts_in_window": decision.restarts + 1}
     if decision.action == "wait":
         return {**result, "action": "wait", "retry_in": decision.retry_in}
     if decision.action == "give-up":

@@ -203,6 +203,37 @@ def test_a_redeployed_container_starts_with_a_clean_record(tmp_path):
     assert health.handle_unhealthy(client, ledger, policy, "kst-memcached", now=5)["action"] == "restarted"
 
 
+def test_a_second_report_of_a_failure_being_restarted_is_stale_not_a_give_up(tmp_path):
+    """Two reactions to the same incarnation (a report and its reminder) run at
+    once: the second must wait for the first's restart and then see a new
+    incarnation. Deciding on the old one while the restart is under way would
+    count the restart in progress and give up on a container just restarted
+    (and announce the give-up twice)."""
+    container = restartable()
+    restarting = threading.Event()
+
+    def slow_restart(timeout):
+        restarting.set()
+        threading.Event().wait(0.3)   # docker restart takes a while
+        container.restarts.append(timeout)
+        container.attrs["State"]["StartedAt"] = "2024-01-01T00:01:00Z"
+    container.restart = slow_restart
+    client, ledger = FakeClient(container), RestartLedger(tmp_path / "restarts.json")
+    policy = RestartPolicy(cap=2, window=600, backoff=1)
+    reported = health.watched_from_container(container).incarnation
+    with ledger.update() as records:   # one restart long ago: one more is allowed, then the cap
+        records["kst-memcached"] = {"container": container.id, "restarts": [T0 - 100]}
+    results = []
+    first = threading.Thread(target=lambda: results.append(
+        health.handle_unhealthy(client, ledger, policy, "kst-memcached", incarnation=reported, now=T0)))
+    first.start()
+    assert restarting.wait(5)
+    results.append(health.handle_unhealthy(client, ledger, policy, "kst-memcached", incarnation=reported, now=T0))
+    first.join()
+    assert sorted(r["action"] for r in results) == ["restarted", "stale"]
+    assert container.restarts == [2] and not ledger.read()["kst-memcached"]["gave_up"]
+
+
 # -- beacon configuration and the daemon's config ---------------------------------------
 
 @pytest.mark.parametrize("config, ok", [

@@ -1,0 +1,30 @@
+"""Image build contexts: what decides whether an image is rebuilt."""
+import os
+import shutil
+
+from kolla_salt import paths
+from kolla_salt.build import Builder
+from kolla_salt.inventory import default_settings
+
+
+def context_of(images_dir, name="base"):
+    builder = Builder(client=None, settings=default_settings(), images_dir=images_dir)
+    return builder._context(name, "FROM sha256:0\n")
+
+
+def test_a_fresh_checkout_hashes_like_the_last_and_a_content_change_does_not(tmp_path):
+    """A new clone has new file times (and maybe another umask): its images must
+    not all be rebuilt. A changed script must."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    shutil.copytree(paths.IMAGES_DIR, first)
+    shutil.copytree(paths.IMAGES_DIR, second)
+    for path in (second / "base").rglob("*"):
+        os.utime(path, (1_000_000, 1_000_000))
+        if path.is_file():
+            path.chmod(path.stat().st_mode | 0o020)   # group-writable, as under umask 002
+    assert Builder.build_hash(context_of(first)) == Builder.build_hash(context_of(second))
+
+    script = next(p for p in sorted((second / "base").rglob("*")) if p.is_file() and p.name != "image.yml"
+                  and p.name != "Dockerfile.j2")
+    script.write_text(script.read_text() + "\n# changed\n")
+    assert Builder.build_hash(context_of(first)) != Builder.build_hash(context_of(second))
