@@ -30,9 +30,11 @@ from pathlib import Path
 
 import docker
 import docker.errors
+import jinja2
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kolla_salt import healthloop  # noqa: E402
+from kolla_salt import healthloop, paths  # noqa: E402
 from kolla_salt.containers import ContainerManager, passes_check  # noqa: E402
 from kolla_salt.health import worst_detection  # noqa: E402
 from kolla_salt.inventory import default_settings  # noqa: E402
@@ -47,21 +49,30 @@ FREEZE = ("import os, signal, sys\n"
 
 SERVICES = {
     "memcached": dict(
-        image="kolla-salt/memcached:zed", process="memcached", user=None, start_period=0, timeout=2,
+        image="kolla-salt/memcached:zed", process="memcached", user=None, start_period=0,
         command=["/usr/bin/memcached", "-u", "memcache", "-l", "127.0.0.1", "-p", "11211", "-m", "16"],
         test=["kolla_check", "memcached", "127.0.0.1:11211"]),
     "keystone": dict(
         # Keystone needs ~5 s to answer after a start: without a start period a
         # fast loop would restart it again before it is up.
-        image="kolla-salt/keystone:zed", process="uWSGI", user="keystone", start_period=10, timeout=3,
+        image="kolla-salt/keystone:zed", process="uWSGI", user="keystone", start_period=10,
         command=["sh", "-c", "keystone-manage fernet_setup --keystone-user keystone --keystone-group keystone"
                              " && exec kolla_keystone_serve 127.0.0.1 5000"],
         test=["kolla_check", "http-unix", "/var/lib/keystone/uwsgi.sock", "/v3", "200"]),
 }
-SETTINGS = {   # name: (interval, threshold); check timeouts are the services' own (salt/states/kolla/*/defaults.yaml)
+SETTINGS = {   # name: (interval, threshold); check timeouts are the services' own (check_timeout)
     "defaults (interval 5 s, threshold 3)": (5, 3),
     "fast (interval 1 s, threshold 2)": (1, 2),
 }
+
+
+def check_timeout(service):
+    """The check timeout of the service's own definition (salt/states/kolla/<service>/defaults.yaml).
+    Rendered leniently: only this number is read, nothing else needs a value."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.SERVICES_DIR)))
+    env.filters["to_json"] = lambda value: "null"
+    definition = yaml.safe_load(env.get_template(f"{service}/defaults.yaml").render(**default_settings()))
+    return definition["containers"][service]["healthcheck"]["timeout"]
 
 
 def spec_for(name, service, interval, timeout):
@@ -99,7 +110,8 @@ def measure(client, service_name, setting_name, rounds):
                 "health_check_interval": interval, "health_failure_threshold": threshold,
                 "health_restart_cap": 1000, "health_restart_backoff": 0, "health_stop_timeout": 2}
     manager = ContainerManager(client=client, state_dir=folder / "state", health_timeout=120)
-    spec = spec_for(f"{prefix}{service_name}", service, interval, service["timeout"])
+    timeout = check_timeout(service_name)
+    spec = spec_for(f"{prefix}{service_name}", service, interval, timeout)
     tap = None
     try:
         manager.ensure(spec)
@@ -110,7 +122,7 @@ def measure(client, service_name, setting_name, rounds):
             # Freeze only once the beacon has seen it healthy and its start period is over.
             time.sleep(interval + 1 + service["start_period"])
             figures.append(one_round(client, tap, spec, service["process"]))
-        return figures, worst_detection(interval, threshold, service["timeout"])
+        return figures, worst_detection(interval, threshold, timeout)
     finally:
         if tap:
             tap.close()
