@@ -13,6 +13,7 @@ pillar SLS (pillar/kolla.sls) call it, so all three agree.
 import fnmatch
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -60,7 +61,21 @@ def check_value(key, default, value, where, problems):
     if key.startswith("health_") and value <= 0:
         problems.append(f"{where}: key '{key}' must be greater than 0, got {value!r}")
         return False
+    if key in VALUE_RULES and not VALUE_RULES[key][0](value):
+        problems.append(f"{where}: key '{key}' must be {VALUE_RULES[key][1]}, got {value!r}")
+        return False
     return True
+
+
+# Settings whose values are narrower than their type: key -> (test, what a value must be).
+VALUE_RULES = {
+    "cron_logrotate_rotation_interval": (lambda v: v in ("daily", "weekly", "monthly", "yearly"),
+                                         "daily, weekly, monthly or yearly"),
+    "cron_logrotate_rotation_count": (lambda v: v >= 1, "at least 1"),
+    "cron_logrotate_log_maxsize": (lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,
+                                   "a size such as 100M (a number, then k, M or G)"),
+    "cron_logrotate_run_interval": (lambda v: v > 0, "greater than 0"),
+}
 
 
 def default_settings(problems=None):
@@ -216,8 +231,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
         except (jinja2.TemplateError, yaml.YAMLError) as error:
             problems.append(f"{where}: {error}")
             continue
-        role = definition.get("role", "control")
-        if not any(fnmatch.fnmatch(minion_id, pattern) for pattern in settings["roles"].get(role, [])):
+        roles = definition.get("role", "control")   # one role, or a list: a host with any of them
+        if not any(fnmatch.fnmatch(minion_id, pattern)
+                   for role in ([roles] if isinstance(roles, str) else roles)
+                   for pattern in settings["roles"].get(role, [])):
             continue
         set_path = f"{top}/{service}"
         overrides = {}

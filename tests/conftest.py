@@ -41,6 +41,7 @@ class KollaEnv:
             "kolla_log_directory": str(root / "log"),
             "container_health_timeout": 120,
             "enable_health_loop": False,   # the suites that test the loop turn it on
+            "enable_cron": False,          # likewise log rotation
             **TEST_PORTS,
         }
         self.write_globals()

@@ -8,18 +8,18 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.functional
-SERVICES = ("mariadb", "rabbitmq", "memcached", "keystone")
+SERVICES = ("cron", "mariadb", "rabbitmq", "memcached", "keystone")
 
 
 @pytest.fixture(scope="module")
 def aio(tmp_path_factory, docker_client, built_images):
     """One deployed AIO cloud shared by the tests of this module (deploying takes a minute)."""
     from conftest import KollaEnv
-    built_images("mariadb", "rabbitmq", "memcached", "keystone", "toolbox")
+    built_images("cron", "mariadb", "rabbitmq", "memcached", "keystone", "toolbox")
     env = KollaEnv(tmp_path_factory.mktemp("aio"), "kstaio-")
     env.cleanup(docker_client)
     # The health loop as deploy starts it, with a short interval to keep the test short.
-    env.write_globals(enable_health_loop=True, health_check_interval=1, health_failure_threshold=2)
+    env.write_globals(enable_health_loop=True, health_check_interval=1, health_failure_threshold=2, enable_cron=True)
     env.deploy_output = env.run("deploy").stdout
     yield env
     env.cleanup(docker_client)
@@ -39,14 +39,15 @@ def test_the_real_client_issues_tokens_and_manages_projects_and_users(aio):
 
 
 def test_every_container_is_healthy_in_its_set(aio, docker_client):
-    sets = {"mariadb": "database-control/mariadb", "rabbitmq": "messaging-control/rabbitmq",
+    sets = {"cron": "common/cron", "mariadb": "database-control/mariadb", "rabbitmq": "messaging-control/rabbitmq",
             "memcached": "cache-control/memcached", "keystone": "openstack-interface/keystone"}
     for service, set_path in sets.items():
         container = docker_client.containers.get(aio.name(service))
         assert container.labels["kolla.set"] == set_path
         assert container.health == "healthy", service
     status = aio.run("status").stdout
-    assert status.index("database-control") < status.index("messaging-control") < status.index("openstack-interface")
+    order = ["common", "database-control", "messaging-control", "openstack-interface"]
+    assert [status.index(name) for name in order] == sorted(status.index(name) for name in order)
 
 
 def test_deploy_starts_the_health_loop_which_restarts_a_hung_service(aio, docker_client):

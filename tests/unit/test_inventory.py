@@ -34,6 +34,19 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
     assert f"{path}: key 'openstack_release' is 'folsom'" in problems
 
 
+def test_log_rotation_values_are_checked_beyond_their_type(tmp_path):
+    path = write(tmp_path, "globals.yml", {"cron_logrotate_log_maxsize": "100 MB", "cron_logrotate_rotation_count": 0,
+                                          "cron_logrotate_rotation_interval": "hourly"})
+    with pytest.raises(ValidationError) as error:
+        load_settings(tmp_path)
+    problems = "\n".join(error.value.problems)
+    assert f"{path}: key 'cron_logrotate_log_maxsize' must be a size such as 100M" in problems
+    assert f"{path}: key 'cron_logrotate_rotation_count' must be at least 1, got 0" in problems
+    assert f"{path}: key 'cron_logrotate_rotation_interval' must be daily, weekly, monthly or yearly" in problems
+    write(tmp_path, "globals.yml", {"cron_logrotate_log_maxsize": "512k", "cron_logrotate_rotation_interval": "daily"})
+    assert load_settings(tmp_path)["cron_logrotate_log_maxsize"] == "512k"
+
+
 def test_kolla_ansible_keys_we_do_not_use_only_warn(tmp_path):
     write(tmp_path, "globals.yml", {"kolla_base_distro": "ubuntu"})
     warnings = []
@@ -61,7 +74,7 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
         (paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}})
     pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
     names = [s["name"] for s in pillar["services"]]
-    assert names == ["mariadb", "rabbitmq", "memcached", "keystone"]
+    assert names == ["cron", "mariadb", "rabbitmq", "memcached", "keystone"]
     keystone = pillar["services"][-1]
     container = keystone["containers"][0]
     assert container["spec"]["name"] == "t-keystone"
@@ -71,6 +84,9 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     assert config["config_files"][0]["dest"] == "/etc/keystone/keystone.conf"
     assert [j["name"] for j in keystone["jobs"]][:2] == ["t-keystone_database", "t-keystone_db_sync"]
     # memcached only writes to stderr: kolla_start also copies it to its log folder.
-    memcached = yaml.safe_load(pillar["services"][2]["containers"][0]["files"]["config.json"])
+    memcached = yaml.safe_load(pillar["services"][3]["containers"][0]["files"]["config.json"])
     assert memcached["log_file"] == "/var/log/kolla/memcached/memcached.log"
     assert "log_file" not in config
+    # The rotation rules come from globals.yml's cron_logrotate_* settings.
+    rules = pillar["services"][0]["containers"][0]["files"]["logrotate.rules"]
+    assert "/var/log/kolla/*/*.log {" in rules and "maxsize 100M" in rules and "rotate 6" in rules
