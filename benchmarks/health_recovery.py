@@ -30,14 +30,13 @@ from pathlib import Path
 
 import docker
 import docker.errors
-import jinja2
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kolla_salt import healthloop, paths  # noqa: E402
 from kolla_salt.containers import ContainerManager, passes_check  # noqa: E402
 from kolla_salt.health import worst_detection  # noqa: E402
-from kolla_salt.inventory import default_settings  # noqa: E402
+from kolla_salt.inventory import ServiceRenderer, default_settings  # noqa: E402
 from kolla_salt.spec import ContainerSpec  # noqa: E402
 
 FREEZE = ("import os, signal, sys\n"
@@ -67,12 +66,11 @@ SETTINGS = {   # name: (interval, threshold); check timeouts are the services' o
 
 
 def check_timeout(service):
-    """The check timeout of the service's own definition (salt/states/kolla/<service>/defaults.yaml).
-    Rendered leniently: only this number is read, nothing else needs a value."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.SERVICES_DIR)))
-    env.filters["to_json"] = lambda value: "null"
-    definition = yaml.safe_load(env.get_template(f"{service}/defaults.yaml").render(**default_settings()))
-    return definition["containers"][service]["healthcheck"]["timeout"]
+    """The check timeout of the service's own definition (salt/states/kolla/<service>/defaults.yaml),
+    rendered as a deploy renders it (placeholder passwords: only the timeout is read)."""
+    passwords = {key: "benchmark" for key in yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())}
+    renderer = ServiceRenderer(default_settings(), passwords, {"api_interface_address": "127.0.0.1"})
+    return renderer.definition(service)["containers"][service]["healthcheck"]["timeout"]
 
 
 def spec_for(name, service, interval, timeout):

@@ -246,23 +246,23 @@ def cmd_status(args):
         print(render(rows, loop))
 
 
-def _candidate_names(args, settings):
-    """A container named on the command line, as given or with container_name_prefix."""
-    return list(dict.fromkeys([args.container, settings["container_name_prefix"] + args.container]))
+def _named(args, settings, lookup):
+    """(name, what `lookup` finds) for the container named on the command line,
+    as given or with container_name_prefix; (None, None) when neither finds anything."""
+    for name in dict.fromkeys([args.container, settings["container_name_prefix"] + args.container]):
+        found = lookup(name)
+        if found:
+            return name, found
+    return None, None
 
 
 def cmd_logs(args):
     """A container's stdout/stderr (docker logs); the service's own log files are
     under <kolla_log_directory>/<service>/ on the host."""
-    import docker.errors
-    client = _client()
-    for name in _candidate_names(args, _settings(args)):
-        try:
-            container = client.containers.get(name)
-            break
-        except docker.errors.NotFound:
-            continue
-    else:
+    from .containers import ContainerManager
+    settings = _settings(args)
+    _, container = _named(args, settings, ContainerManager.from_settings(settings, client=_client()).get)
+    if container is None:
         raise KollaError(f"logs: no container named {args.container}")
     tail = args.tail if args.tail is not None else "all"
     if args.follow:
@@ -280,15 +280,14 @@ def cmd_history(args):
 
     from .generations import History
     settings = _settings(args)
-    candidates = [History(settings["kolla_state_directory"], name) for name in _candidate_names(args, settings)]
-    history = next((h for h in candidates if h.records()), None)
-    if history is None:
+    _, records = _named(args, settings, lambda name: History(settings["kolla_state_directory"], name).records())
+    if records is None:
         raise KollaError(f"history: no generation of a container named {args.container} is recorded "
                          f"under {settings['kolla_state_directory']}")
     rows = [{"generation": r["generation"], "outcome": r["outcome"], "image": r["image"],
              "image_id": r["image_id"][7:19], "config_hash": r["config_hash"],
              "created": datetime.datetime.fromtimestamp(r["created"], datetime.timezone.utc)
-             .strftime("%Y-%m-%d %H:%M:%S UTC")} for r in history.records()]
+             .strftime("%Y-%m-%d %H:%M:%S UTC")} for r in records]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return
@@ -305,7 +304,7 @@ def cmd_rollback(args):
     manager = ContainerManager.from_settings(settings, load_passwords(args.config_dir).values(), client=_client(),
                                              out=lambda m: print(f"[rollback] {m}", flush=True))
     if args.container:
-        names = [next((n for n in _candidate_names(args, settings) if manager.get(n)), args.container)]
+        names = [_named(args, settings, manager.get)[0] or args.container]
     else:
         names = _set_containers(args, settings)[::-1]   # a set rolls back in reverse order
     try:

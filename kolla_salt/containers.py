@@ -20,7 +20,7 @@ from . import generations
 from .build import image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
-                   LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, ContainerSpec, config_hash, diff)
+                   LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, ContainerSpec, config_hash, declared_spec, diff)
 
 CAPABILITIES = (
     "CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE "
@@ -140,8 +140,7 @@ class ContainerManager:
         labels = current.labels
         changes = {}
         if labels.get(LABEL_SPEC_HASH) != spec.spec_hash():
-            old = json.loads(labels.get(LABEL_SPEC, "{}"))
-            changes.update(diff(old, spec.canonical()) or {"spec": "changed"})
+            changes.update(diff(declared_spec(labels), spec.canonical()) or {"spec": "changed"})
         elif image.id != current.image.id:
             changes["image"] = f"{spec.image} was rebuilt ({current.image.id[7:19]} -> {image.id[7:19]})"
         if labels.get(LABEL_CONFIG_HASH) != wanted_config:
@@ -304,8 +303,7 @@ class ContainerManager:
     def _retire(self, old, aside):
         """Stops the old generation and keeps it aside; restart policy "no" so that a
         daemon restart cannot revive it."""
-        old_stop_timeout = int(json.loads(old.labels.get(LABEL_SPEC, "{}")).get("stop_timeout", 10))
-        old.stop(timeout=old_stop_timeout)
+        old.stop(timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
         old.rename(aside)
         old.update(restart_policy={"Name": "no"})
 
@@ -320,8 +318,7 @@ class ContainerManager:
                 return
             old.rename(spec.name)
             # The old generation gets back the restart policy it was created with.
-            old_policy = json.loads(old.labels.get(LABEL_SPEC, "{}")).get("restart_policy", "always")
-            old.update(restart_policy={"Name": old_policy})
+            old.update(restart_policy={"Name": declared_spec(old.labels).get("restart_policy", "always")})
             old.start()
             self.out(f"{spec.name}: generation {generation} failed; generation {old_generation} is back")
 

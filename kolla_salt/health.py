@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 import docker.errors
 
-from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET, LABEL_SPEC
+from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET, declared_spec
 
 HEALTHY, UNHEALTHY = "healthy", "unhealthy"
 
@@ -89,10 +89,7 @@ def watched_from_container(container, prefix=""):
     state = container.attrs.get("State", {})
     if state.get("Status") != "running" or state.get("Paused") or state.get("Restarting"):
         return None
-    try:
-        check = json.loads(labels.get(LABEL_SPEC) or "{}").get("healthcheck")
-    except ValueError:
-        return None
+    check = declared_spec(labels).get("healthcheck")
     if not check or not check.get("test"):
         return None
     return Watched(name=name, container_id=container.id, started_at=state.get("StartedAt", ""),
@@ -395,16 +392,12 @@ class RestartLedger:
         self.pause_file = os.path.join(os.path.dirname(self.path), "paused")
         self.lock_dir = os.path.join(os.path.dirname(self.path), "locks")
 
-    @contextlib.contextmanager
     def acting_on(self, name):
         """Holds container `name` from looking at it to the end of its restart,
         across processes. A second report of the same failure (a reminder, a
         duplicate) handled meanwhile then finds the new incarnation instead of
         judging the old one with the restart in progress already counted."""
-        os.makedirs(self.lock_dir, exist_ok=True)
-        with open(os.path.join(self.lock_dir, f"{name}.lock"), "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            yield
+        return _exclusive(os.path.join(self.lock_dir, f"{name}.lock"))
 
     def paused_by(self):
         """The pid of the live process that paused restarts, or None."""
@@ -436,15 +429,22 @@ class RestartLedger:
 
     @contextlib.contextmanager
     def update(self):
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        with open(self.path + ".lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with _exclusive(self.path + ".lock"):
             records = self.read()
             yield records
             tmp = f"{self.path}.{os.getpid()}.tmp"
             with open(tmp, "w") as f:
                 json.dump(records, f, indent=1, sort_keys=True)
             os.replace(tmp, self.path)
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path):
+    """An exclusive lock on `lock_path` (created with its folder), across processes."""
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", stop_timeout=2, now=None):

@@ -152,11 +152,9 @@ def _running_pid(root):
 
 def ensure_health_daemon(settings, timeout=60):
     """Writes the daemon's config and starts it unless it already runs with that
-    config (a changed config restarts it). Returns {pid, started, config}."""
+    config (a changed config restarts it). Returns {pid, started, config}.
+    Whether the loop should run at all (enable_health_loop) is the caller's call."""
     root = daemon_root(settings)
-    if not settings["enable_health_loop"]:
-        stop_health_daemon(settings)
-        return {"pid": None, "started": False, "config": None}
     opts = minion_opts(settings)
     text = yaml.safe_dump(opts, sort_keys=True)
     for folder in (root, root / "pillar", Path(opts["sock_dir"])):

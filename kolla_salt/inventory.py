@@ -55,27 +55,24 @@ def check_value(key, default, value, where, problems):
     if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
         problems.append(f"{where}: key '{key}' must be {type_name(default)}, got {value!r}")
         return False
-    if key.endswith("_port") and not 0 < value < 65536:
-        problems.append(f"{where}: key '{key}' must be a port number (1-65535), got {value!r}")
-        return False
-    if key.startswith("health_") and value <= 0:
-        problems.append(f"{where}: key '{key}' must be greater than 0, got {value!r}")
-        return False
-    if key in VALUE_RULES and not VALUE_RULES[key][0](value):
-        problems.append(f"{where}: key '{key}' must be {VALUE_RULES[key][1]}, got {value!r}")
-        return False
+    for applies, valid, what in VALUE_RULES:
+        if applies(key) and not valid(value):
+            problems.append(f"{where}: key '{key}' must be {what}, got {value!r}")
+            return False
     return True
 
 
-# Settings whose values are narrower than their type: key -> (test, what a value must be).
-VALUE_RULES = {
-    "cron_logrotate_rotation_interval": (lambda v: v in ("daily", "weekly", "monthly", "yearly"),
-                                         "daily, weekly, monthly or yearly"),
-    "cron_logrotate_rotation_count": (lambda v: v >= 1, "at least 1"),
-    "cron_logrotate_log_maxsize": (lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,
-                                   "a size such as 100M (a number, then k, M or G)"),
-    "cron_logrotate_run_interval": (lambda v: v > 0, "greater than 0"),
-}
+# Settings whose values are narrower than their type: (which keys, test, what a value must be).
+VALUE_RULES = [
+    (lambda key: key.endswith("_port"), lambda v: 0 < v < 65536, "a port number (1-65535)"),
+    (lambda key: key.startswith("health_") or key == "cron_logrotate_run_interval", lambda v: v > 0,
+     "greater than 0"),
+    (lambda key: key == "cron_logrotate_rotation_interval", lambda v: v in ("daily", "weekly", "monthly", "yearly"),
+     "daily, weekly, monthly or yearly"),
+    (lambda key: key == "cron_logrotate_rotation_count", lambda v: v >= 1, "at least 1"),
+    (lambda key: key == "cron_logrotate_log_maxsize", lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,
+     "a size such as 100M (a number, then k, M or G)"),
+]
 
 
 def default_settings(problems=None):

@@ -32,6 +32,15 @@ LABEL_CONFIG_HASH = "kolla.config-hash"
 LABEL_JOB = "kolla.job"
 
 
+def declared_spec(labels):
+    """The canonical spec a managed container was created with (its kolla.spec
+    label), as a dict; {} when the label is missing or unreadable."""
+    try:
+        return json.loads((labels or {}).get(LABEL_SPEC) or "{}")
+    except ValueError:
+        return {}
+
+
 @dataclass(frozen=True)
 class HealthCheck:
     test: tuple            # a command run in the container (CMD form)

@@ -8,7 +8,8 @@ within the cap/backoff of kolla_salt.health.RestartPolicy, and announces:
 
 Reactor SLS files get no pillar, so the policy comes from the minion that
 runs this module: its options (the all-in-one daemon, kolla_salt.healthloop)
-or its pillar (a master's minion; pillar/kolla.sls puts it there)::
+or its pillar (a master's minion; pillar/kolla.sls puts it there). Without
+either, it restarts nothing and says why: no guessed policy, no guessed prefix::
 
     kolla_health:
       state_file: /var/lib/kolla-salt/health/restarts.json
@@ -18,16 +19,18 @@ or its pillar (a master's minion; pillar/kolla.sls puts it there)::
       stop_timeout: 2
       prefix: ""
 """
+from salt.exceptions import CommandExecutionError
+
 try:
     import docker
 
-    from kolla_salt import health, healthloop
-    from kolla_salt.inventory import default_settings
+    from kolla_salt import health
     HAS_LIBS = True
 except ImportError:
     HAS_LIBS = False
 
 __virtualname__ = "kolla_health"
+
 
 def __virtual__():
     if not HAS_LIBS:
@@ -37,9 +40,12 @@ def __virtual__():
 
 def _conf():
     """The restart policy: the all-in-one daemon has it in its options, a master's
-    minion in pillar; else the defaults of globals.yml."""
-    return (__opts__.get("kolla_health") or __pillar__.get("kolla_health")
-            or healthloop.restart_settings(default_settings()))
+    minion in pillar."""
+    conf = __opts__.get("kolla_health") or __pillar__.get("kolla_health")
+    if not conf:
+        raise CommandExecutionError("kolla_health.restart: no `kolla_health` restart policy in this minion's "
+                                    "options or pillar (pillar/kolla.sls gives it when enable_health_loop is true)")
+    return conf
 
 
 def _policy(conf):

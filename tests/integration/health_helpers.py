@@ -22,6 +22,7 @@ from kolla_salt.spec import ContainerSpec
 
 MEMCACHED_IMAGE = "kolla-salt/memcached:zed"
 BROKEN_MARKER = "/tmp/kshealth-broken"
+CHECK_TIMEOUT = 2   # seconds: memcached_spec's check
 
 
 @pytest.fixture
@@ -69,7 +70,7 @@ def memcached_spec(name, breakable=False):
     return ContainerSpec.from_dict({
         "name": name, "image": MEMCACHED_IMAGE, "set_path": "test/health",
         "command": ["/usr/bin/memcached", "-u", "memcache", "-l", "127.0.0.1", "-p", "11211", "-m", "16"],
-        "healthcheck": {"test": check, "interval": 1, "timeout": 2, "retries": 2, "start_period": 1},
+        "healthcheck": {"test": check, "interval": 1, "timeout": CHECK_TIMEOUT, "retries": 2, "start_period": 1},
         "stop_timeout": 2,
     }, where=f"test spec {name}")
 

@@ -12,13 +12,13 @@ from kolla_salt.containers import passes_check
 from kolla_salt.health import worst_detection
 from kolla_salt.inventory import default_settings
 
-from health_helpers import BROKEN_MARKER, freeze_service, incarnation, memcached_spec, \
+from health_helpers import BROKEN_MARKER, CHECK_TIMEOUT, freeze_service, incarnation, memcached_spec, \
     salt_minion_processes, wait_until
 from health_helpers import health_dir, health_manager, health_prefix  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration
 
-INTERVAL, THRESHOLD, CHECK_TIMEOUT, STOP_TIMEOUT = 1, 2, 2, 2
+INTERVAL, THRESHOLD, STOP_TIMEOUT = 1, 2, 2
 # Worst case from the freeze to a restarted, passing container: the detection
 # (checks run in the background, see health.worst_detection), the restart
 # (stop timeout, then SIGKILL) and a start; plus room for a loaded machine.

@@ -24,22 +24,18 @@ def test_globals_override_defaults_and_derive_tag(tmp_path):
 
 
 def test_every_bad_key_is_reported_with_the_file(tmp_path):
-    path = write(tmp_path, "globals.yml", {"keystone_public_port": 70000, "enable_keystone": "yes",
-                                          "openstack_release": "folsom"})
+    """Wrong types, and values narrower than their type (ports, durations, log rotation)."""
+    path = write(tmp_path, "globals.yml", {
+        "keystone_public_port": 70000, "enable_keystone": "yes", "openstack_release": "folsom",
+        "health_check_interval": 0, "cron_logrotate_log_maxsize": "100 MB", "cron_logrotate_rotation_count": 0,
+        "cron_logrotate_rotation_interval": "hourly"})
     with pytest.raises(ValidationError) as error:
         load_settings(tmp_path)
     problems = "\n".join(error.value.problems)
     assert f"{path}: key 'keystone_public_port' must be a port number" in problems
     assert f"{path}: key 'enable_keystone' must be true/false, got 'yes'" in problems
     assert f"{path}: key 'openstack_release' is 'folsom'" in problems
-
-
-def test_log_rotation_values_are_checked_beyond_their_type(tmp_path):
-    path = write(tmp_path, "globals.yml", {"cron_logrotate_log_maxsize": "100 MB", "cron_logrotate_rotation_count": 0,
-                                          "cron_logrotate_rotation_interval": "hourly"})
-    with pytest.raises(ValidationError) as error:
-        load_settings(tmp_path)
-    problems = "\n".join(error.value.problems)
+    assert f"{path}: key 'health_check_interval' must be greater than 0, got 0" in problems
     assert f"{path}: key 'cron_logrotate_log_maxsize' must be a size such as 100M" in problems
     assert f"{path}: key 'cron_logrotate_rotation_count' must be at least 1, got 0" in problems
     assert f"{path}: key 'cron_logrotate_rotation_interval' must be daily, weekly, monthly or yearly" in problems
