@@ -38,6 +38,9 @@ class BenchEnv:
             raise SystemExit(f"kolla-salt {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
         return proc.stdout
 
+    def passwords(self):
+        return yaml.safe_load((self.config_dir / "passwords.yml").read_text())
+
     def timed(self, *args):
         start = time.monotonic()
         self.run(*args)

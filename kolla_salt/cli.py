@@ -89,27 +89,15 @@ def cmd_releases(args):
 
 def cmd_build(args):
     from .build import Builder
+    from .inventory import settings_for_release
     settings = _settings(args)
     if args.release:
-        settings = _with_release(args, settings)
+        _release(args.release)
+        settings = settings_for_release(settings, args.release)
     builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
     result = builder.build(args.images or None, force=args.force)
     counts = {outcome: sum(1 for r in result.values() if r == outcome) for outcome in ("built", "tagged", "unchanged")}
     print("[build] done: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
-
-
-def _with_release(args, settings):
-    """Settings as they would be with openstack_release = args.release."""
-    from .inventory import load_settings
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        user = yaml.safe_load((Path(args.config_dir) / "globals.yml").read_text()) \
-            if (Path(args.config_dir) / "globals.yml").exists() else {}
-        user = dict(user or {}, openstack_release=args.release, openstack_tag="")
-        if "kolla_install_type" not in user and not _release(args.release).get("binary"):
-            user["kolla_install_type"] = "source"
-        Path(tmp, "globals.yml").write_text(yaml.safe_dump(user))
-        return load_settings(tmp)
 
 
 def _release(name):
@@ -126,11 +114,16 @@ def _service_specs(service):
 
 
 def _check_images(services):
+    """Every image the deploy will use is on this host (a container held by pins.yml
+    runs its recorded image, which the deploy checks itself)."""
     import docker.errors
     client = _client()
     missing = []
     for service in services:
+        held = {c["spec"]["name"] for c in service["containers"] if c.get("pin") is not None}
         for spec in _service_specs(service):
+            if spec["name"] in held:
+                continue
             try:
                 client.images.get(spec["image"])
             except docker.errors.ImageNotFound:
@@ -176,10 +169,14 @@ def cmd_deploy(args):
     names = [s["name"] for s in services]
     print(f"[deploy] {'checking' if args.test else 'deploying'} {', '.join(names)} (salt-call --local state.apply kolla.deploy)",
           flush=True)
+    for pin in pillar["kolla"]["pins"]:
+        print(f"[deploy] pins.yml: {pin}")
     settings = pillar["kolla"]["settings"]
+    # Without --services the run also removes containers of disabled services.
+    only = {"kolla_services": names} if args.services else {}
     # The health loop must not restart a container that is being swapped in.
     with contextlib.nullcontext() if args.test else healthloop.ledger(settings).paused_restarts():
-        code, data = _state_apply(args, pillar, "kolla.deploy", {"kolla_services": names}, test=args.test)
+        code, data = _state_apply(args, pillar, "kolla.deploy", only, test=args.test)
     changed, failed, total = summarise(data)
     print(f"[deploy] {total} states: {changed} changed, {failed} failed")
     ok = code == 0 and failed == 0
@@ -207,43 +204,93 @@ def _ensure_health_loop(args, settings, command):
 
 def cmd_upgrade(args):
     """Upgrade = converge to the (new) release in tree order, one container at a time:
-    images first, then per service its jobs (schema migrations) and atomic swaps."""
+    images first, then per service its jobs (schema migrations) and atomic swaps.
+    The decision is declared before anything changes: --release alone sets
+    openstack_release in globals.yml; with --services/--set it pins those services
+    to the release in pins.yml (the others stay where they are). Pins that held the
+    upgraded services' containers (rollback) are dropped."""
     if args.release:
         _release(args.release)
-        _set_global(args.config_dir, "openstack_release", args.release)
     pillar = _validated_pillar(args)
     services = _select(pillar, _split(args.services))
     if args.set:
         services = [s for s in services if in_set(s["set"], args.set)]
         if not services:
             raise ValidationError([f"--set: no enabled service belongs to a set named '{args.set}'"])
-    settings = pillar["kolla"]["settings"]
-    print(f"[upgrade] release {settings['openstack_release']} ({settings['openstack_tag']}): "
-          f"{', '.join(s['name'] for s in services)}", flush=True)
+    names = [s["name"] for s in services]
+    everything = not (args.services or args.set)
+    with _declaring(args.config_dir) as (user_globals, pins):
+        if args.release and everything:
+            user_globals["openstack_release"] = args.release
+            pins.services.clear()
+        for service in services:
+            if args.release and not everything:
+                pins.services[service["name"]] = {"release": args.release}
+            for container in service["containers"]:
+                pins.containers.pop(container["spec"]["name"], None)
+        # A service pinned to the release every service follows needs no pin.
+        release = user_globals.get("openstack_release", pillar["kolla"]["settings"]["openstack_release"])
+        for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
+            del pins.services[name]
+    pillar = _validated_pillar(args)
+    services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
+    print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
     from .build import Builder, image_folder
-    images = sorted({image_folder(spec["image"]) for s in services for spec in _service_specs(s)})
-    Builder(_client(), settings, out=lambda m: print(m, flush=True)).build(images)
-    args.services, args.test = ",".join(s["name"] for s in services), False
+    from .inventory import settings_for_release
+    settings = pillar["kolla"]["settings"]
+    for release in sorted({s["release"] for s in services}):
+        images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
+                         for spec in _service_specs(s)})
+        Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
+    args.services, args.test = ",".join(names), False
     return cmd_deploy(args)
 
 
-def _set_global(config_dir, key, value):
+@contextlib.contextmanager
+def _declaring(config_dir):
+    """Changes the declared state: yields (the operator's globals.yml as a dict, the
+    Pins) for the body to change, then writes both, printing what changed. If the
+    new declaration does not validate, both files are restored and the error raised:
+    a command refused leaves nothing changed."""
+    from .inventory import build_pillar, load_pins
     path = Path(config_dir) / "globals.yml"
-    data = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
-    if data.get(key) != value:
-        print(f"[upgrade] {path}: {key}: {data.get(key)!r} -> {value!r}")
-        data[key] = value
-        path.write_text(yaml.safe_dump(data, default_flow_style=False, sort_keys=False))
+    globals_text = path.read_text() if path.exists() else None
+    user_globals = (yaml.safe_load(globals_text) if globals_text else None) or {}
+    pins = load_pins(config_dir)
+    pins_text = pins.path.read_text() if pins.path.exists() else None
+    old_globals, old_pins = dict(user_globals), pins.describe()
+    yield user_globals, pins
+    try:
+        if user_globals != old_globals:
+            for key in sorted(set(user_globals) | set(old_globals)):
+                if user_globals.get(key) != old_globals.get(key):
+                    print(f"[declared] {path}: {key}: {old_globals.get(key)!r} -> {user_globals.get(key)!r}")
+            path.write_text(yaml.safe_dump(user_globals, default_flow_style=False, sort_keys=False))
+        if pins.describe() != old_pins:
+            pins.save()
+            for line in pins.describe() or ["(no pins)"]:
+                print(f"[declared] {pins.path}: {line}")
+        build_pillar(config_dir, minion_id=socket.gethostname())
+    except BaseException:
+        for file, text in ((path, globals_text), (pins.path, pins_text)):
+            if text is None:
+                file.unlink(missing_ok=True)
+            else:
+                file.write_text(text)
+        raise
 
 
 def cmd_status(args):
+    """What runs, in the set tree; what pins.yml holds; the health loop."""
+    from .inventory import load_pins
     from .status import collect, health_loop, render
     settings = _settings(args)
-    rows, loop = collect(_client(), settings), health_loop(settings)
+    rows, loop, pins = collect(_client(), settings), health_loop(settings), load_pins(args.config_dir)
     if args.format == "json":
-        print(json.dumps({"containers": rows, "health_loop": loop}, indent=2))
+        print(json.dumps({"containers": rows, "health_loop": loop,
+                          "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
     else:
-        print(render(rows, loop))
+        print(render(rows, loop, pins.describe()))
 
 
 def _named(args, settings, lookup):
@@ -310,10 +357,66 @@ def cmd_rollback(args):
     try:
         with healthloop.ledger(settings).paused_restarts():
             for name in names:
-                target, new = manager.rollback(name)
-                print(f"[rollback] {name}: generation {new} runs what generation {target} ran")
+                _rollback_one(args, manager, name)
     finally:
         _ensure_health_loop(args, settings, "rollback")
+    print("[rollback] pins.yml keeps this at the next deploy; `kolla-salt unpin NAME` lets it follow "
+          "globals.yml again")
+
+
+def _rollback_one(args, manager, name):
+    """Declares the rollback (pins.yml holds the container at what the good generation
+    ran) before swapping, so a rollback killed half-way is completed by the next
+    deploy; a rollback that fails takes its pin back."""
+    import datetime
+    target = manager.rollback_target(name)["generation"]
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    with _declaring(args.config_dir) as (_, pins):
+        before = pins.containers.get(name)
+        pins.containers[name] = {"generation": target, "why": f"rollback, {when}"}
+    try:
+        target, new = manager.rollback(name)
+    except KollaError:
+        with _declaring(args.config_dir) as (_, pins):
+            if before is None:
+                pins.containers.pop(name)
+            else:
+                pins.containers[name] = before
+        raise
+    print(f"[rollback] {name}: generation {new} runs what generation {target} ran")
+
+
+def cmd_unpin(args):
+    """Removes pins (pins.yml): a service follows openstack_release again, a container
+    its declared spec; the next deploy converges to globals.yml."""
+    from .inventory import service_order
+    settings = _settings(args)
+    prefix = settings["container_name_prefix"]
+    services = {service for _, service in service_order()}
+    with _declaring(args.config_dir) as (_, pins):
+        for name in args.names:
+            found = False
+            for key in (name, prefix + name):
+                found |= pins.containers.pop(key, None) is not None
+            if name in services:
+                found |= pins.services.pop(name, None) is not None
+                held = [c for c in pins.containers
+                        if c.startswith(prefix) and _service_of(settings, c) == name]
+                for container in held:
+                    del pins.containers[container]
+                found |= bool(held)
+            if not found:
+                raise ValidationError([f"unpin: nothing in {pins.path} is pinned as '{name}'"
+                                       f" (pins: {'; '.join(pins.describe()) or 'none'})"])
+    print("[unpin] run `kolla-salt deploy` to converge to globals.yml")
+
+
+def _service_of(settings, container_name):
+    """The service a deployed container belongs to (its set label), or None."""
+    from .containers import ContainerManager
+    from .spec import LABEL_SET
+    container = ContainerManager.from_settings(settings, client=_client()).get(container_name)
+    return container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1] if container is not None else None
 
 
 def _set_containers(args, settings):
@@ -328,13 +431,14 @@ def _set_containers(args, settings):
 def cmd_stop(args):
     """Stops the running containers of this deployment (all, or those of --services);
     stopping all also stops the health loop. `deploy` starts them again."""
-    from .containers import managed_containers
+    from .containers import ContainerManager
     from .spec import LABEL_SET
     settings = _settings(args)
     wanted = set(_split(args.services))
     if not wanted and healthloop.stop_health_daemon(settings):
         print("[stop] health loop stopped")
-    for container in managed_containers(_client(), settings["container_name_prefix"], running_only=True):
+    manager = ContainerManager.from_settings(settings, client=_client())
+    for container in manager.deployment_containers(settings["container_name_prefix"], running_only=True):
         service = container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1]
         if not wanted or service in wanted:
             container.stop()
@@ -342,17 +446,19 @@ def cmd_stop(args):
 
 
 def cmd_destroy(args):
-    from .containers import managed_containers
+    """Removes this deployment's containers (history says so: `rollback` can still
+    return to what ran); volumes only when asked. pins.yml is declared state and stays."""
+    from .containers import ContainerManager
     from .spec import LABEL_JOB
     client = _client()
     settings = _settings(args)
     prefix = settings["container_name_prefix"]
-    containers = managed_containers(client, prefix)
-    containers += [c for c in client.containers.list(all=True, filters={"label": LABEL_JOB})
-                   if c.name.startswith(prefix)]
-    volumes = sorted({m["Name"] for c in containers for m in c.attrs["Mounts"] if m["Type"] == "volume"})
+    manager = ContainerManager.from_settings(settings, client=client, out=lambda m: print(f"[destroy] {m}"))
+    containers = manager.deployment_containers(prefix)
+    jobs = [c for c in client.containers.list(all=True, filters={"label": LABEL_JOB}) if c.name.startswith(prefix)]
+    volumes = sorted({m["Name"] for c in containers + jobs for m in c.attrs["Mounts"] if m["Type"] == "volume"})
     if not args.yes_i_really_mean_it:
-        print(f"This removes {len(containers)} container(s)"
+        print(f"This removes {len(containers + jobs)} container(s)"
               + (f" and {len(volumes)} volume(s) with their data" if args.remove_volumes else
                  f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
         try:
@@ -364,9 +470,10 @@ def cmd_destroy(args):
             return 1
     if healthloop.stop_health_daemon(settings):
         print("[destroy] health loop stopped")
-    for container in containers:
+    for container in jobs:
         container.remove(force=True)
-        print(f"[destroy] removed container {container.name}")
+    for container in containers:
+        manager.remove(container)
     if args.remove_volumes:
         for name in volumes:
             client.volumes.get(name).remove()
@@ -416,6 +523,10 @@ def build_parser():
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("container", nargs="?", help="container name, with or without container_name_prefix")
     group.add_argument("--set", help="a set name or path (containers roll back in reverse order)")
+    p = add("unpin", cmd_unpin, "remove pins (pins.yml) so services and containers follow globals.yml "
+                                "again at the next deploy")
+    p.add_argument("names", nargs="+", metavar="NAME", help="a service (its release pin and held containers) "
+                                                            "or a container (with or without the prefix)")
     p = add("stop", cmd_stop, "stop running containers (default: all managed ones)")
     p.add_argument("--services", help="comma-separated services")
     p = add("destroy", cmd_destroy, "remove all managed containers (asks first; keeps volumes)")

@@ -1,17 +1,22 @@
 """Managing containers from specs: plan, create, atomic swap, jobs, rollback.
 
-A container is recreated only when its canonical spec or its config files
-changed (hashes in its labels); a container that exists unchanged but is not
-running is started. Recreation is an atomic swap: the new container is created
-while the old one still serves, then the old one is stopped and renamed aside
-(kept, with restart policy "no" so a daemon restart cannot revive it), the new
-one takes the name and must pass its health check; if it does not, it is
-removed and the old one comes back under its name.
+A container is recreated only when its identity changed: its spec (hash in its
+labels, image name and config folder left out), the id of its image (one image
+tagged for two releases recreates nothing) or its config files (hash); one
+that exists unchanged but is not running is started. Recreation is an atomic
+swap: the new container is created while the old one still serves, then the
+old one is stopped and renamed aside (kept, with restart policy "no" so a
+daemon restart cannot revive it), the new one takes the name and must pass its
+health check; if it does not, it is removed and the old one comes back under
+its name. Every swap is journaled (kolla_salt.swap): one killed at any point
+is completed or undone by the next command that touches the container.
 """
+import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -21,6 +26,7 @@ from .build import image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
                    LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, ContainerSpec, config_hash, declared_spec, diff)
+from .swap import SwapInProgress, SwapJournal
 
 CAPABILITIES = (
     "CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID KILL SETGID SETUID SETPCAP LINUX_IMMUTABLE "
@@ -85,7 +91,7 @@ def redact(text, secrets):
 class Plan:
     """What ensure() will do (or did) to one container."""
     name: str
-    action: str                  # none | create | recreate | start
+    action: str                  # none | create | recreate | start | recover
     changes: dict = field(default_factory=dict)
     generation: int | None = None
     notes: list = field(default_factory=list)
@@ -93,6 +99,16 @@ class Plan:
     @property
     def changed(self):
         return self.action != "none"
+
+
+@dataclass
+class Target:
+    """What a container must be: the spec to create it from and the identity it
+    is compared by (spec hash, image id, config hash)."""
+    spec: ContainerSpec
+    image_id: str
+    config_hash: str
+    pinned: int | None = None    # the generation pins.yml holds it at
 
 
 class ContainerManager:
@@ -123,6 +139,14 @@ class ContainerManager:
     def history(self, name):
         return generations.History(self.state_dir, name)
 
+    def journal(self, name):
+        return SwapJournal(self.state_dir, name)
+
+    def _generation_container(self, name, generation):
+        found = self.client.containers.list(all=True, filters={"label": [
+            f"{LABEL_NAME}={name}", f"{LABEL_GENERATION}={generation}"]})
+        return found[0] if found else None
+
     def _check_image(self, spec):
         try:
             return self.client.images.get(spec.image)
@@ -130,28 +154,81 @@ class ContainerManager:
             raise ImageMissing(f"container {spec.name}: image {spec.image} is not on this host; "
                                f"build it with `kolla-salt build {image_folder(spec.image)}`")
 
-    def plan(self, spec):
-        image = self._check_image(spec)
+    def _target(self, spec, pin=None):
+        if pin is None:
+            return Target(spec, self._check_image(spec).id, config_hash(read_config_files(spec.config_dir)))
+        record = self.history(spec.name).get(pin)
+        if record is None:
+            raise KollaError(f"pins.yml: containers.{spec.name}: generation {pin} is not in the history of "
+                             f"{spec.name} (`kolla-salt history {spec.name}`; `kolla-salt unpin` removes the pin)")
+        return replace(self._target_from_record(spec.name, record), pinned=pin)
+
+    def _target_from_record(self, name, record):
+        """A recorded generation as a target: its spec, the image it ran (by id if its
+        tag moved since) and its config snapshot (or that of a later generation with
+        the same identity, made from it, if its own was pruned)."""
+        where = f"history of {name} generation {record['generation']}"
+        spec = ContainerSpec.from_dict(record["spec"], where=where)
+        history = self.history(name)
+        same = [r for r in history.records() if r["image_id"] == record["image_id"]
+                and r["config_hash"] == record["config_hash"]
+                and ContainerSpec.from_dict(r["spec"], where=where).spec_hash() == spec.spec_hash()
+                and history.config_snapshot(r["generation"]).is_dir()]
+        if not same:
+            raise KollaError(f"{name}: the config files of generation {record['generation']} are no longer kept "
+                             f"under {history.root}")
+        snapshot = history.config_snapshot((same[0] if record in same else same[-1])["generation"])
+        image = record["image"]
+        try:
+            if self.client.images.get(image).id != record["image_id"]:
+                image = record["image_id"]   # the tag was rebuilt; the generation ran the old image
+                self.client.images.get(image)
+        except docker.errors.ImageNotFound:
+            raise ImageMissing(f"{name}: generation {record['generation']} ran image {record['image']} "
+                               f"({record['image_id'][7:19]}), which is no longer on this host") from None
+        return Target(replace(spec, image=image, config_dir=str(snapshot)), record["image_id"],
+                      record["config_hash"])
+
+    def plan(self, spec, pin=None):
+        """What ensure(spec, pin) would do; changes nothing. `pin`: hold the container
+        at that generation of its history (pins.yml) instead of `spec`."""
+        return self._plan(spec, pin)[0]
+
+    def _plan(self, spec, pin):
+        interrupted = self.journal(spec.name).read()
+        if interrupted:
+            what = "complete" if interrupted["step"] == "healthy" else "undo"
+            return Plan(spec.name, "recover", {"swap": f"the swap to generation {interrupted['generation']} was "
+                                                      f"interrupted ({interrupted['step']}): {what} it"},
+                        interrupted["generation"]), None
+        target = self._target(spec, pin)
         current = self.get(spec.name)
-        wanted_config = config_hash(read_config_files(spec.config_dir))
         if current is None:
-            return Plan(spec.name, "create", {"container": f"create {spec.name} from {spec.image}"},
-                        self._next_generation(spec.name), self._privilege_notes(spec))
+            return Plan(spec.name, "create", {"container": f"create {spec.name} from {target.spec.image}"},
+                        self._next_generation(spec.name), self._privilege_notes(spec)), target
         labels = current.labels
         changes = {}
-        if labels.get(LABEL_SPEC_HASH) != spec.spec_hash():
-            changes.update(diff(declared_spec(labels), spec.canonical()) or {"spec": "changed"})
-        elif image.id != current.image.id:
-            changes["image"] = f"{spec.image} was rebuilt ({current.image.id[7:19]} -> {image.id[7:19]})"
-        if labels.get(LABEL_CONFIG_HASH) != wanted_config:
+        if labels.get(LABEL_SPEC_HASH) != target.spec.spec_hash():
+            changes.update(diff(declared_spec(labels), target.spec.canonical()) or {"spec": "changed"})
+        if current.image.id != target.image_id:
+            changes["image"] = (f"{current.attrs['Config']['Image']} ({current.image.id[7:19]}) -> "
+                                f"{target.spec.image} ({target.image_id[7:19]})")
+        if labels.get(LABEL_CONFIG_HASH) != target.config_hash:
             changes["config"] = "config files changed"
         if changes:
+            if pin is not None:
+                changes["pin"] = f"held at generation {pin} by pins.yml"
             return Plan(spec.name, "recreate", changes, self._next_generation(spec.name),
-                        self._privilege_notes(spec))
+                        self._privilege_notes(spec)), target
+        generation = int(labels.get(LABEL_GENERATION, 0))
         if current.status != "running":
-            return Plan(spec.name, "start", {"state": f"{current.status} -> running"},
-                        int(labels.get(LABEL_GENERATION, 0)))
-        return Plan(spec.name, "none", {}, int(labels.get(LABEL_GENERATION, 0)))
+            return Plan(spec.name, "start", {"state": f"{current.status} -> running"}, generation), target
+        record = self.history(spec.name).get(generation)
+        if record is not None and record["outcome"] == generations.STARTING:
+            # Created by a run that ended before its check passed.
+            return Plan(spec.name, "start", {"health": f"generation {generation} was never confirmed healthy"},
+                        generation), target
+        return Plan(spec.name, "none", {}, generation), target
 
     def _next_generation(self, name):
         seen = [self.history(name).last_generation()]
@@ -171,35 +248,42 @@ class ContainerManager:
         return self._missing_caps
 
     # -- acting -----------------------------------------------------------------------
-    def ensure(self, spec):
-        """Converges one container to `spec`; returns the Plan it carried out."""
-        plan = self.plan(spec)
-        if plan.action == "create":
-            self._create_generation(spec, plan.generation, spec.name)
-            self._start_and_wait(self.get(spec.name), spec)
-        elif plan.action == "recreate":
-            self._swap(spec, plan.generation)
-        elif plan.action == "start":
-            container = self.get(spec.name)
-            self._start_and_wait(container, spec)
+    def ensure(self, spec, pin=None):
+        """Converges one container to `spec` (or to the generation `pin`); returns the
+        Plan it carried out. An interrupted swap of the container is finished first."""
+        with self.journal(spec.name).held():
+            recovered = self.recover(spec.name)
+            plan, target = self._plan(spec, pin)
+            if plan.action == "create":
+                self._start_and_wait(self._create_generation(target, plan.generation, spec.name), target.spec)
+                self.history(spec.name).set_running(plan.generation)
+            elif plan.action == "recreate":
+                self._swap(target, plan.generation)
+            elif plan.action == "start":
+                container = self.get(spec.name)
+                if container.status != "running":
+                    container.start()
+                self.wait_healthy(container, target.spec)
+                self.history(spec.name).set_running(plan.generation)
+        if recovered:
+            plan.notes.append(recovered)
         return plan
 
-    def _create_generation(self, spec, generation, name, restart_policy=None):
+    def _create_generation(self, target, generation, name, restart_policy=None):
+        spec = target.spec
         history = self.history(spec.name)
         snapshot = history.snapshot_config(generation, spec.config_dir)
-        files = read_config_files(spec.config_dir)
-        image = self._check_image(spec)
         labels = dict(spec.labels)
         labels.update({LABEL_NAME: spec.name, LABEL_SET: spec.set_path, LABEL_GENERATION: str(generation),
                        LABEL_SPEC_HASH: spec.spec_hash(), LABEL_SPEC: json.dumps(spec.canonical(), sort_keys=True),
-                       LABEL_CONFIG_HASH: config_hash(files)})
+                       LABEL_CONFIG_HASH: target.config_hash})
         args = self._docker_args(spec, snapshot)
         if restart_policy:
             args["restart_policy"] = {"Name": restart_policy}
-        container = self.client.containers.create(name=name, labels=labels, **args)
         full = spec.canonical()
         full["environment"] = dict(spec.environment)
-        history.add(generation, full, image.id, labels[LABEL_CONFIG_HASH])
+        history.add(generation, full, target.image_id, target.config_hash)
+        container = self.client.containers.create(name=name, labels=labels, **args)
         self.out(f"{spec.name}: created generation {generation} from {spec.image}")
         return container
 
@@ -256,29 +340,41 @@ class ContainerManager:
         text = container.logs(tail=lines).decode(errors="replace")
         return redact(text, self.secrets)
 
-    def _swap(self, spec, generation):
+    def _swap(self, target, generation):
+        """Replaces the current container by a new generation made from `target`,
+        journaling each step (kolla_salt.swap); the caller holds the swap lock."""
+        spec = target.spec
+        journal = self.journal(spec.name)
         old = self.get(spec.name)
         old_generation = int(old.labels.get(LABEL_GENERATION, 0))
         aside = f"{spec.name}.gen{old_generation}"
-        temp_name = f"{spec.name}.next"
-        for leftover in (self.get(aside), self.get(temp_name)):   # of an interrupted swap
+        for leftover in (self.get(aside), self.get(f"{spec.name}.next")):   # not part of any generation now
             if leftover is not None:
                 leftover.remove(force=True)
         overlap = spec.swap == "overlap" and old.status == "running"
+        # Only a generation that ran healthy is a rollback target.
+        old_was_healthy = old.status == "running" and old.health in ("healthy", "starting", "unknown")
+        journal.begin(generation=generation, old_generation=old_generation,
+                      previous_outcome=generations.REPLACED if old_was_healthy else generations.FAILED)
         # The new image and container are ready before the outage starts. Beside a
         # running old one, the new one must not be revived by Docker if it exits.
-        new = self._create_generation(spec, generation, temp_name, restart_policy="no" if overlap else None)
-        old_was_healthy = old.status == "running" and old.health in ("healthy", "starting", "unknown")
+        new = self._create_generation(target, generation, f"{spec.name}.next",
+                                      restart_policy="no" if overlap else None)
+        journal.step("created")
         healthy = overlap and self._start_new(new, old, spec, generation, old_generation, beside=True)
+        if healthy:
+            journal.step("healthy")
         self._retire(old, aside)
+        if not healthy:
+            journal.step("retired")
         new.rename(spec.name)
         if overlap:
             new.update(restart_policy={"Name": spec.restart_policy})
         if not healthy:
             self._start_new(new, old, spec, generation, old_generation, beside=False)
-        # Only a generation that ran healthy is a rollback target.
-        self.history(spec.name).set_outcome(
-            old_generation, generations.REPLACED if old_was_healthy else generations.FAILED)
+            journal.step("healthy")
+        self.history(spec.name).set_running(generation, journal.read()["previous_outcome"])
+        journal.end()
         self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
         self._prune(spec.name)
 
@@ -296,7 +392,7 @@ class ContainerManager:
                 self.out(f"{spec.name}: generation {generation} could not start beside generation "
                          f"{old_generation} ({str(error).splitlines()[0]}); stopping generation {old_generation} first")
                 return False
-            self._restore(new, old, spec, generation, old_generation, old_retired=not beside)
+            self._undo(spec.name, new, old, generation, old_generation)
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
                              f"restored generation {old_generation}" + (" (it kept serving)" if beside else "")) from None
 
@@ -307,20 +403,68 @@ class ContainerManager:
         old.rename(aside)
         old.update(restart_policy={"Name": "no"})
 
-    def _restore(self, new, old, spec, generation, old_generation, old_retired):
-        try:
+    def _undo(self, name, new, old, generation, old_generation):
+        """The new generation goes; the old one serves under its name again, with the
+        restart policy it was created with."""
+        if new is not None:
             new.remove(force=True)
-        finally:
-            history = self.history(spec.name)
-            history.set_outcome(generation, generations.FAILED)
-            history.drop_snapshot(generation)
-            if not old_retired:   # an overlap swap: the old one never stopped
-                return
-            old.rename(spec.name)
-            # The old generation gets back the restart policy it was created with.
+        history = self.history(name)
+        history.set_outcome(generation, generations.FAILED)
+        history.drop_snapshot(generation)
+        if old is not None:
+            old.reload()
+            if old.name != name:
+                old.rename(name)
             old.update(restart_policy={"Name": declared_spec(old.labels).get("restart_policy", "always")})
-            old.start()
-            self.out(f"{spec.name}: generation {generation} failed; generation {old_generation} is back")
+            if old.status != "running":
+                old.start()
+                self.out(f"{name}: generation {generation} failed; generation {old_generation} is back")
+            history.set_running(old_generation)
+        self.journal(name).end()
+
+    def recover(self, name):
+        """Finishes an interrupted swap of `name` (the caller holds its swap lock):
+        completes one whose new generation had passed its check, undoes any other.
+        Returns what it did, or None when there was nothing to finish."""
+        record = self.journal(name).read()
+        if record is None:
+            return None
+        generation, old_generation = record["generation"], record["old_generation"]
+        new = self._generation_container(name, generation)
+        old = self._generation_container(name, old_generation)
+        if record["step"] == "healthy" and new is not None:
+            if old is not None and old.name == name:
+                self._retire(old, f"{name}.gen{old_generation}")
+            if new.name != name:
+                new.rename(name)
+            new.update(restart_policy={"Name": declared_spec(new.labels).get("restart_policy", "always")})
+            new.reload()
+            if new.status != "running":
+                new.start()
+            self.history(name).set_running(generation, record["previous_outcome"])
+            self.journal(name).end()
+            done = f"completed the interrupted swap to generation {generation}"
+        else:
+            self._undo(name, new, old, generation, old_generation)
+            done = (f"undid the interrupted swap to generation {generation} ({record['step']}); "
+                    f"generation {old_generation} serves")
+        self.out(f"{name}: {done}")
+        return done
+
+    def recover_interrupted(self):
+        """Finishes every interrupted swap of this deployment (`status` calls it):
+        {name: what was done, or 'in progress' when a live command is swapping it}."""
+        done = {}
+        for journal_file in sorted(Path(self.state_dir, "containers").glob("*/swap.json")):
+            name = journal_file.parent.name
+            try:
+                with self.journal(name).held():
+                    what = self.recover(name)
+            except SwapInProgress:
+                what = "in progress"
+            if what:
+                done[name] = what
+        return done
 
     def _prune(self, name):
         """Keeps the newest `generations_kept` replaced containers; removes older ones
@@ -342,30 +486,64 @@ class ContainerManager:
         if remove_if_orphaned(self.client, image_id):
             self.out(f"removed image {image_id[7:19]} (untagged, no generation left uses it)")
 
+    # -- removal -------------------------------------------------------------------------
+    def deployment_containers(self, prefix="", running_only=False):
+        """This deployment's containers, current and kept generations: those its own
+        history records (another deployment on the engine, a test's, is not ours)."""
+        return [c for c in managed_containers(self.client, prefix, running_only)
+                if self.history(c.labels[LABEL_NAME]).file.exists()]
+
+    def undeclared(self, declared_sets, prefix=""):
+        """This deployment's containers whose set is not among `declared_sets`: a
+        service disabled, or no longer for this host."""
+        return [c for c in self.deployment_containers(prefix) if c.labels.get(LABEL_SET) not in declared_sets]
+
+    def remove(self, container):
+        """Removes a managed container, never its volumes; when it is the current
+        generation, history says it was removed."""
+        name = container.labels[LABEL_NAME]
+        container.remove(force=True)
+        if container.name == name:
+            self.history(name).set_removed()
+            self.journal(name).end()
+        self.out(f"{name}: removed {container.name}")
+
     # -- rollback ------------------------------------------------------------------------
-    def rollback(self, name):
-        """Returns `name` to its last known good generation, as a new generation."""
+    def rollback_target(self, name):
+        """The history record of the last known good generation before the current one."""
         current = self.get(name)
         if current is None:
             raise KollaError(f"rollback: no container named {name}")
         generation = int(current.labels.get(LABEL_GENERATION, 0))
-        history = self.history(name)
-        target = history.last_good_before(generation)
-        if target is None:
+        record = self.history(name).last_good_before(generation)
+        if record is None:
             raise KollaError(f"rollback: {name} has no earlier healthy generation to return to "
                              f"(current generation {generation})")
-        data = dict(target["spec"])
-        # The new generation is started from the config the good one ran with.
-        data["config_dir"] = str(history.config_snapshot(target["generation"]))
-        spec = ContainerSpec.from_dict(data, where=f"history of {name} generation {target['generation']}")
-        new_generation = self._next_generation(name)
-        self._swap(spec, new_generation)
-        return target["generation"], new_generation
+        return record
+
+    def rollback(self, name):
+        """Returns `name` to its last known good generation, as a new generation:
+        (the generation returned to, the new generation)."""
+        with self.journal(name).held():
+            self.recover(name)
+            record = self.rollback_target(name)
+            new_generation = self._next_generation(name)
+            self._swap(self._target_from_record(name, record), new_generation)
+        return record["generation"], new_generation
 
     # -- one-shot jobs --------------------------------------------------------------------
-    def _job_hash(self, spec):
-        image = self._check_image(spec)
-        return f"{spec.spec_hash()}-{image.id[7:19]}-{config_hash(read_config_files(spec.config_dir))}"
+    def _job_identity(self, spec):
+        """What a job's success is remembered by: its spec, image id and config, and the
+        volumes it fills (a removed and recreated volume is a new one: the job runs)."""
+        filled = []
+        for volume in sorted(set(spec.named_volumes()) | set(spec.fills)):
+            try:
+                filled.append(f"{volume}@{self.client.volumes.get(volume).attrs['CreatedAt']}")
+            except docker.errors.NotFound:
+                filled.append(f"{volume}@missing")
+        parts = [spec.spec_hash(), self._check_image(spec).id, config_hash(read_config_files(spec.config_dir)),
+                 *filled]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
     def _job_record_path(self, name):
         return os.path.join(self.state_dir, "jobs", f"{name}.done")
@@ -378,16 +556,16 @@ class ContainerManager:
             return f.read().split()
 
     def job_pending(self, spec):
-        """A job runs only when this combination of spec, image and config has not succeeded
-        on this host recently. Remembering more than the last one means that going back to a
-        known image (after a failed upgrade, or a rollback) does not run its job again, e.g.
-        an older db_sync against a schema already migrated forward."""
-        return self._job_hash(spec) not in self._jobs_done(spec.name)
+        """A job runs only when this combination of spec, image, config and filled
+        volumes has not succeeded on this host recently. Remembering more than the
+        last one means that going back to a known image (after a failed upgrade, or a
+        rollback) does not run its job again, e.g. an older db_sync against a schema
+        already migrated forward."""
+        return self._job_identity(spec) not in self._jobs_done(spec.name)
 
     def run_job(self, spec, timeout=600):
         """Runs a one-shot container to completion; raises JobFailed with its (redacted)
         output on a non-zero exit. Returns the output."""
-        job_hash = self._job_hash(spec)
         leftover = self.get(spec.name)
         if leftover is not None and leftover.labels.get(LABEL_JOB):
             leftover.remove(force=True)
@@ -406,9 +584,11 @@ class ContainerManager:
             container.remove(force=True)
         if result.get("StatusCode") != 0:
             raise JobFailed(f"job {spec.name} exited with code {result.get('StatusCode')}:\n{output[-3000:]}")
-        done = [h for h in self._jobs_done(spec.name) if h != job_hash][-(JOBS_REMEMBERED - 1):]
+        # After the run: the volumes it mounts exist now (Docker created them for it).
+        identity = self._job_identity(spec)
+        done = [h for h in self._jobs_done(spec.name) if h != identity][-(JOBS_REMEMBERED - 1):]
         path = self._job_record_path(spec.name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w") as f:
-            f.write("\n".join(done + [job_hash]) + "\n")
+            f.write("\n".join(done + [identity]) + "\n")
         return output

@@ -12,11 +12,14 @@ import shutil
 import time
 from pathlib import Path
 
-# Outcomes of a generation.
-RUNNING = "running"      # the current container
+# Outcomes of a generation. At most one generation of a container is RUNNING.
+STARTING = "starting"    # created, not yet healthy (or a swap to it was interrupted)
+RUNNING = "running"      # the current container, healthy when it took over
 REPLACED = "replaced"    # was running, then replaced by a newer healthy one
-FAILED = "failed"        # never became healthy, removed
+FAILED = "failed"        # never became healthy (or its swap was undone), removed
 PRUNED = "pruned"        # replaced and its container removed
+REMOVED = "removed"      # was running; its container was removed (destroy, service disabled)
+GOOD = (REPLACED, PRUNED, REMOVED)   # ran healthy: a rollback target
 
 
 class History:
@@ -44,7 +47,7 @@ class History:
         records = self.records()
         records.append({"generation": generation, "image": spec["image"], "image_id": image_id,
                         "spec": spec, "config_hash": config_hash, "created": time.time(),
-                        "outcome": RUNNING})
+                        "outcome": STARTING})
         self._write(records)
 
     def set_outcome(self, generation, outcome):
@@ -54,12 +57,33 @@ class History:
                 record["outcome"] = outcome
         self._write(records)
 
+    def set_running(self, generation, previous_outcome=REPLACED):
+        """`generation` took over: it is the one RUNNING; the one that ran before
+        gets `previous_outcome`, any other unfinished one FAILED."""
+        records = self.records()
+        for record in records:
+            if record["generation"] == generation:
+                record["outcome"] = RUNNING
+            elif record["outcome"] == RUNNING:
+                record["outcome"] = previous_outcome
+            elif record["outcome"] == STARTING:
+                record["outcome"] = FAILED
+        self._write(records)
+
+    def set_removed(self):
+        """The container is gone: the running generation is REMOVED (still a
+        rollback target), an unfinished one FAILED."""
+        records = self.records()
+        for record in records:
+            record["outcome"] = {RUNNING: REMOVED, STARTING: FAILED}.get(record["outcome"], record["outcome"])
+        self._write(records)
+
     def get(self, generation):
         return next((r for r in self.records() if r["generation"] == generation), None)
 
     def last_good_before(self, generation):
         """The newest generation older than `generation` that ran healthy."""
-        good = [r for r in self.records() if r["generation"] < generation and r["outcome"] in (REPLACED, PRUNED)]
+        good = [r for r in self.records() if r["generation"] < generation and r["outcome"] in GOOD]
         return good[-1] if good else None
 
     # -- config snapshots --------------------------------------------------------

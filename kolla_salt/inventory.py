@@ -25,6 +25,7 @@ from .build import image_ref
 from .healthloop import beacon_config, restart_settings
 from .errors import ValidationError
 from .merge import merge
+from .pins import Pins
 from .releases import load_releases
 from .spec import ContainerSpec
 
@@ -112,10 +113,26 @@ def load_settings(config_dir, warnings=None):
     if problems:
         raise ValidationError(problems)
     settings["release_versions"] = release.get("source", {})
-    settings["openstack_tag"] = settings["openstack_tag"] or (
-        settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else ""))
+    settings["openstack_tag"] = settings["openstack_tag"] or release_tag(settings)
     settings["api_interface"] = settings["api_interface"] or settings["network_interface"]
     return settings
+
+
+def release_tag(settings):
+    """The tag `kolla-salt build` gives a release's images: 2026.1-source, zed."""
+    return settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else "")
+
+
+def settings_for_release(settings, release):
+    """Settings as they are for one service that follows `release` (pins.yml, build
+    --release): its tag and versions; source images when the release has no binary ones."""
+    info = load_releases()[release]
+    install_type = settings["kolla_install_type"] if info.get(settings["kolla_install_type"]) else (
+        "source" if info.get("source") else "binary")
+    changed = dict(settings, openstack_release=release, kolla_install_type=install_type,
+                   release_versions=info.get("source", {}))
+    changed["openstack_tag"] = release_tag(changed)
+    return changed
 
 
 def load_passwords(config_dir):
@@ -204,11 +221,23 @@ def _config_json(container, files):
     }, indent=2, sort_keys=True) + "\n"
 
 
-def build_services(settings, passwords, host, config_dir, minion_id="local"):
+def build_services(settings, passwords, host, config_dir, minion_id="local", pins=None):
     """The list of enabled services for this host, each with its container specs,
-    jobs and rendered config files, in tree order. Validates everything."""
+    jobs and rendered config files, in tree order. Validates everything. `pins`
+    (kolla_salt.pins): services that follow a release of their own, containers held
+    at a generation."""
     problems = []
-    renderer = ServiceRenderer(settings, passwords, host)
+    pins = pins or Pins(Path(config_dir) / "pins.yml")
+    renderers = {}
+
+    def renderer_for(service):
+        release = pins.release_of(service) or settings["openstack_release"]
+        if release not in renderers:
+            renderers[release] = ServiceRenderer(
+                settings if release == settings["openstack_release"] else settings_for_release(settings, release),
+                passwords, host)
+        return renderers[release]
+
     overrides_root = Path(config_dir) / "config"
     order = service_order()
     known_services = {s for _, s in order}
@@ -223,6 +252,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
         if not settings.get(f"enable_{service}", False):
             continue
         where = f"salt/states/kolla/{service}/defaults.yaml"
+        renderer = renderer_for(service)
         try:
             definition = renderer.definition(service)
         except (jinja2.TemplateError, yaml.YAMLError) as error:
@@ -239,7 +269,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
         if override_dir.is_dir():
             overrides = {p.name: p for p in sorted(override_dir.iterdir()) if p.is_file()}
         used_overrides = set()
-        entry = {"name": service, "set": set_path, "containers": [], "jobs": [], "post_jobs": []}
+        entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
+                 "containers": [], "jobs": [], "post_jobs": []}
         for cname, container in (definition.get("containers") or {}).items():
             cwhere = f"{where}: containers.{cname}"
             files = []
@@ -268,7 +299,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
                 ContainerSpec.from_dict(spec_data, cwhere)
             except ValidationError as error:
                 problems.extend(error.problems)
-            entry["containers"].append({"spec": spec_data, "files": rendered})
+            entry["containers"].append({"spec": spec_data, "files": rendered,
+                                        "pin": pins.generation_of(spec_data["name"])})
         for jname, job in (definition.get("jobs") or {}).items():
             jwhere = f"{where}: jobs.{jname}"
             job = dict(job)
@@ -292,13 +324,20 @@ def build_services(settings, passwords, host, config_dir, minion_id="local"):
     return services
 
 
+def load_pins(config_dir):
+    """pins.yml, validated against the services and releases kolla-salt knows."""
+    return Pins.load(config_dir, {service for _, service in service_order()}, load_releases())
+
+
 def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
     """Everything a host needs, under the key `kolla`."""
     settings = load_settings(config_dir, warnings)
     passwords = load_passwords(config_dir)
     host = {"api_interface_address": interface_address(settings, interfaces or local_interfaces())}
-    services = build_services(settings, passwords, host, config_dir, minion_id)
-    pillar = {"kolla": {"settings": {**settings, **host}, "passwords": passwords, "services": services}}
+    pins = load_pins(config_dir)
+    services = build_services(settings, passwords, host, config_dir, minion_id, pins)
+    pillar = {"kolla": {"settings": {**settings, **host}, "passwords": passwords, "services": services,
+                        "pins": pins.describe()}}
     if settings["enable_health_loop"]:
         # A minion of a salt-master takes its beacons from pillar: the health loop's
         # beacon and restart policy, the same as the all-in-one daemon's.

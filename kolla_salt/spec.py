@@ -31,6 +31,11 @@ LABEL_SPEC = "kolla.spec"            # canonical spec, environment values hashed
 LABEL_CONFIG_HASH = "kolla.config-hash"
 LABEL_JOB = "kolla.job"
 
+# Not part of a container's identity (spec_hash): the image is compared by its id,
+# so one image tagged for two releases recreates nothing; the config folder is
+# compared by the hash of its files, wherever it is (a rollback reads a snapshot).
+OUTSIDE_IDENTITY = ("image", "config_dir")
+
 
 def declared_spec(labels):
     """The canonical spec a managed container was created with (its kolla.spec
@@ -77,6 +82,10 @@ class ContainerSpec:
     stop_timeout: int = 10
     swap: str = "stop-first"          # one of SWAP_MODES
     config_dir: str | None = None     # host folder mounted read-only at CONFIG_MOUNT
+    # Jobs: named volumes the job fills without mounting them (a database job fills
+    # the database's volume). A job runs again when one of them (or one it mounts)
+    # is not the volume it filled last time: removed, recreated or missing.
+    fills: tuple = ()
 
     # -- construction -----------------------------------------------------------
     @classmethod
@@ -173,7 +182,7 @@ class ContainerSpec:
             environment=str_map("environment"), volumes=volumes, host_namespaces=tuple(sorted(set(namespaces))),
             privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
-            stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str))
+            stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"))
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):
@@ -193,8 +202,16 @@ class ContainerSpec:
             out[f.name] = value
         return out
 
+    def identity(self):
+        """The canonical form without what is compared otherwise (OUTSIDE_IDENTITY)."""
+        return {k: v for k, v in self.canonical().items() if k not in OUTSIDE_IDENTITY}
+
     def spec_hash(self):
-        return _short_hash(json.dumps(self.canonical(), sort_keys=True))
+        return _short_hash(json.dumps(self.identity(), sort_keys=True))
+
+    def named_volumes(self):
+        """Named volumes it mounts (a bind mount's source is an absolute path)."""
+        return tuple(v.split(":")[0] for v in self.volumes if not v.startswith("/"))
 
 
 def normalise_capability(name):
@@ -207,12 +224,13 @@ def _short_hash(text):
 
 
 def diff(old, new):
-    """Readable differences between two canonical specs: {field: 'old -> new'}.
+    """Readable differences between the identities of two canonical specs:
+    {field: 'old -> new'} (the image and config files are compared by their hashes).
 
     Environment changes name the keys only: values may be secrets.
     """
     changes = {}
-    for key in sorted(set(old) | set(new)):
+    for key in sorted((set(old) | set(new)) - set(OUTSIDE_IDENTITY)):
         before, after = old.get(key), new.get(key)
         if before == after:
             continue

@@ -1,15 +1,19 @@
 """What runs now: the set tree with each managed container's state."""
 from . import healthloop
-from .containers import managed_containers
+from .containers import ContainerManager
 from .inventory import service_order
 from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET
 
 
 def collect(client, settings):
-    """Rows in tree order: name, set, state, health, image, generation, kept generations."""
+    """Rows in tree order: name, set, state, health, image, generation, kept generations.
+    A swap that a killed command left unfinished is completed or undone first, so
+    what it shows is what runs."""
     order = {f"{top}/{service}": index for index, (top, service) in enumerate(service_order())}
+    manager = ContainerManager.from_settings(settings, client=client)
+    manager.recover_interrupted()
     current, kept = [], {}
-    for container in managed_containers(client, settings["container_name_prefix"]):
+    for container in manager.deployment_containers(settings["container_name_prefix"]):
         name = container.labels[LABEL_NAME]
         if container.name != name:
             kept.setdefault(name, []).append(int(container.labels.get(LABEL_GENERATION, 0)))
@@ -36,7 +40,7 @@ def health_loop(settings):
             "restarts": restarts}
 
 
-def render(rows, loop):
+def render(rows, loop, pins=()):
     lines, last_top, last_set = [] if rows else ["no kolla-salt containers on this host"], None, None
     for row in rows:
         top, _, service = row["set"].partition("/")
@@ -52,6 +56,7 @@ def render(rows, loop):
                 f" (health loop restarts: {restarts['restarts']})" if restarts.get("restarts") else "")
         lines.append(f"    {row['name']:<24} {row['state']:<9} {row['health']:<10} gen {row['generation']:<4} "
                      f"kept {kept:<8} {row['image']}{note}")
+    lines.extend(f"pinned: {pin}" for pin in pins)
     lines.append(f"health loop: {'running (pid %d)' % loop['pid'] if loop['running'] else 'not running'}"
                  + ("" if loop["enabled"] else " (enable_health_loop: false)"))
     return "\n".join(lines)

@@ -1,6 +1,8 @@
 """Execution module: managed containers. A thin adapter over kolla_salt.containers;
 settings (state folder, health timeout, generations kept) and the secrets to
-redact from any output come from the `kolla` pillar."""
+redact from any output come from the `kolla` pillar. Every action a master may
+call on a minion is here: plan/ensure, job_pending/run_job, rollback, undeclared/
+remove_undeclared (containers of services no longer declared for this host)."""
 import sys
 
 from kolla_salt.containers import ContainerManager
@@ -26,15 +28,15 @@ def _spec(spec, where):
     return ContainerSpec.from_dict(dict(spec), where=where)
 
 
-def plan(spec):
+def plan(spec, pin=None):
     """What `ensure` would do: {name, action, changes, generation, notes}."""
-    result = _manager().plan(_spec(spec, f"spec of {spec.get('name')}"))
-    return vars(result)
+    return vars(_manager().plan(_spec(spec, f"spec of {spec.get('name')}"), pin))
 
 
-def ensure(spec):
-    """Converges one container to its spec (atomic swap when it must change)."""
-    return vars(_manager().ensure(_spec(spec, f"spec of {spec.get('name')}")))
+def ensure(spec, pin=None):
+    """Converges one container to its spec, or to generation `pin` of its history
+    (atomic swap when it must change)."""
+    return vars(_manager().ensure(_spec(spec, f"spec of {spec.get('name')}"), pin))
 
 
 def job_pending(spec):
@@ -45,3 +47,25 @@ def run_job(spec):
     """Runs a one-shot container to completion; returns its (redacted) output."""
     return _manager().run_job(_spec(spec, f"job {spec.get('name')}"))
 
+
+def rollback(name):
+    """Returns container `name` to its last known good generation:
+    {"returned_to": generation, "generation": the new one}."""
+    target, new = _manager().rollback(name)
+    return {"returned_to": target, "generation": new}
+
+
+def undeclared(declared_sets):
+    """Names of this deployment's containers whose set is not declared for this host."""
+    prefix = __pillar__["kolla"]["settings"]["container_name_prefix"]
+    return [c.name for c in _manager().undeclared(declared_sets, prefix)]
+
+
+def remove_undeclared(declared_sets):
+    """Removes them (never their volumes); returns the names removed."""
+    manager = _manager()
+    removed = []
+    for container in manager.undeclared(declared_sets, __pillar__["kolla"]["settings"]["container_name_prefix"]):
+        manager.remove(container)
+        removed.append(container.name)
+    return removed

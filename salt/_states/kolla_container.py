@@ -1,4 +1,4 @@
-"""State module: kolla_container.running / job.
+"""State module: kolla_container.running / job / only_declared.
 
 Reads the current state, reports the exact changes, honours test=True by
 predicting without acting, and fails (result False, no changes) with a message
@@ -6,30 +6,36 @@ that names the container when anything goes wrong.
 """
 from kolla_salt.errors import KollaError
 
+DONE = {"create": "created", "recreate": "recreated", "start": "started", "none": "up to date",
+        "recover": "recovered"}
+
 
 def _ret(name):
     return {"name": name, "result": False, "changes": {}, "comment": ""}
 
 
-def running(name, spec):
-    """A container built from `spec` runs under `name` and passes its health check."""
+def running(name, spec, pin=None):
+    """A container built from `spec` runs under `name` and passes its health check;
+    with `pin` (pins.yml, written by rollback), the one recorded as that generation."""
     ret = _ret(name)
     spec = dict(spec, name=name)
     try:
-        plan = __salt__["kolla_container.plan"](spec)
+        plan = __salt__["kolla_container.plan"](spec, pin)
+        held = f"; held at generation {pin} by pins.yml" if pin is not None else ""
         if plan["action"] == "none":
-            ret.update(result=True, comment=f"{name} is up to date (generation {plan['generation']})")
+            ret.update(result=True, comment=f"{name} is up to date (generation {plan['generation']}){held}")
             return ret
         changes = dict(plan["changes"], generation=plan["generation"])
         notes = "; ".join(plan["notes"])
         if __opts__["test"]:
             ret.update(result=None, changes=changes,
-                       comment=f"{name} would be {plan['action']}d as generation {plan['generation']}"
+                       comment=f"{name} would be {DONE[plan['action']]} as generation {plan['generation']}"
                                + (f"; {notes}" if notes else ""))
             return ret
-        __salt__["kolla_container.ensure"](spec)
-        ret.update(result=True, changes=changes,
-                   comment=f"{name} {plan['action']}d, generation {plan['generation']} is healthy"
+        done = __salt__["kolla_container.ensure"](spec, pin)
+        notes = "; ".join(done["notes"])
+        ret.update(result=True, changes=dict(plan["changes"], generation=done["generation"]),
+                   comment=f"{name} {DONE[done['action']]}, generation {done['generation']} is healthy{held}"
                            + (f"; {notes}" if notes else ""))
     except KollaError as error:
         ret["comment"] = str(error)
@@ -53,6 +59,28 @@ def job(name, spec):
             return ret
         __salt__["kolla_container.run_job"](spec)
         ret.update(result=True, changes={"job": f"ran {name}"}, comment=f"job {name} succeeded")
+    except KollaError as error:
+        ret["comment"] = str(error)
+    return ret
+
+
+def only_declared(name, declared_sets):
+    """No container of this deployment belongs to a set outside `declared_sets` (the
+    services enabled for this host): those of a disabled service are removed, their
+    named volumes kept (data is never removed implicitly)."""
+    ret = _ret(name)
+    try:
+        found = __salt__["kolla_container.undeclared"](declared_sets)
+        if not found:
+            ret.update(result=True, comment="no container of a disabled service")
+            return ret
+        if __opts__["test"]:
+            ret.update(result=None, changes={"removed": found},
+                       comment=f"would remove {len(found)} container(s) of disabled services (volumes kept)")
+            return ret
+        removed = __salt__["kolla_container.remove_undeclared"](declared_sets)
+        ret.update(result=True, changes={"removed": removed},
+                   comment=f"removed {len(removed)} container(s) of disabled services (volumes kept)")
     except KollaError as error:
         ret["comment"] = str(error)
     return ret

@@ -2,9 +2,10 @@
 on a real salt-master (pytest-salt-factories) driving a real minion, whose
 pillar the master builds from the operator's folder (pillar/kolla.sls).
 
-memcached is moved to another image tag: the orchestration replaces it through
+memcached is moved to another image (other content, another tag): the orchestration replaces it through
 the minion's kolla_container states (atomic swap, generation + 1, the old
 generation kept aside), and a second run finds nothing to do."""
+import io
 import uuid
 
 import pytest
@@ -44,7 +45,9 @@ def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
     old = docker_client.containers.get(name)
     assert old.labels["kolla.generation"] == "1"
     new_tag = f"{deployment.prefix}next"
-    old.image.tag("kolla-salt/memcached", new_tag)
+    # Other content: a new tag of the same image is the same container (compared by id).
+    docker_client.images.build(fileobj=io.BytesIO(f"FROM {old.image.id}\nLABEL kst.next=1\n".encode()),
+                               tag=f"kolla-salt/memcached:{new_tag}", rm=True)
     try:
         deployment.write_globals(memcached_tag=new_tag)
         ret = orchestrate(master, minion)
@@ -61,4 +64,5 @@ def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
         assert again.returncode == 0, again.stdout + again.stderr
         assert docker_client.containers.get(name).id == current.id   # converged: nothing replaced
     finally:
+        deployment.cleanup(docker_client)   # its containers use the image
         docker_client.images.remove(f"kolla-salt/memcached:{new_tag}")

@@ -35,3 +35,17 @@ def test_missing_capabilities_come_from_the_bounding_set(tmp_path):
 
 def test_redact_hides_every_secret():
     assert redact("user admin pass s3cr3tpw", ["s3cr3tpw", ""]) == "user admin pass ********"
+
+
+def test_one_generation_runs_at_a_time(tmp_path):
+    """History never claims two running generations: the one taking over is RUNNING,
+    the one before it replaced, one whose swap never finished failed."""
+    history = generations.History(tmp_path, "keystone")
+    for number in (1, 2, 3):
+        history.add(number, {"image": f"ks:{number}"}, f"sha:{number}", "c")
+    history.set_running(1)
+    history.set_running(3)
+    assert [r["outcome"] for r in history.records()] == ["replaced", "failed", "running"]
+    history.set_removed()
+    assert [r["outcome"] for r in history.records()] == ["replaced", "failed", "removed"]
+    assert history.last_good_before(4)["generation"] == 3   # a removed one ran healthy: a rollback target

@@ -1,0 +1,91 @@
+"""Pins: what the imperative commands decided, kept in the declared state.
+
+`deploy` converges a host to the operator's files. `upgrade` of some services
+and `rollback` are decisions too; they are written to <config_dir>/pins.yml,
+beside globals.yml, so that the next deploy keeps them instead of undoing them:
+
+    services:                      # upgrade --services keystone --release 2026.2
+      keystone: {release: "2026.2"}
+    containers:                    # rollback keystone
+      keystone: {generation: 5, why: "rollback to generation 3 (2026-11-23 07:10 UTC)"}
+
+A service pin makes that service follow its own release instead of
+openstack_release. A container pin holds the container at one generation of
+its history (image, spec and config files) whatever the files say. `status`
+shows them; `kolla-salt unpin NAME` (or deleting the entry) lets the service
+follow globals.yml again at the next deploy; an `upgrade` of a service
+replaces its pins.
+"""
+from pathlib import Path
+
+import yaml
+
+from .errors import ValidationError
+
+FILE = "pins.yml"
+HEADER = ("# Written by kolla-salt upgrade and rollback: decisions the next deploy keeps.\n"
+          "# `kolla-salt unpin NAME` (or deleting an entry) lets NAME follow globals.yml again.\n")
+
+
+class Pins:
+    def __init__(self, path, services=None, containers=None):
+        self.path = Path(path)
+        self.services = services or {}
+        self.containers = containers or {}
+
+    @classmethod
+    def load(cls, config_dir, known_services=None, known_releases=None):
+        """Reads and validates pins.yml (missing: no pins); every problem names the key."""
+        path = Path(config_dir) / FILE
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except FileNotFoundError:
+            return cls(path)
+        except yaml.YAMLError as error:
+            raise ValidationError([f"{path}: not valid YAML: {error}"])
+        problems = []
+        if not isinstance(data, dict):
+            raise ValidationError([f"{path}: expected a mapping with 'services' and 'containers'"])
+        for key in set(data) - {"services", "containers"}:
+            problems.append(f"{path}: unknown key '{key}' (known: services, containers)")
+        services = data.get("services") or {}
+        containers = data.get("containers") or {}
+        for name, pin in (services.items() if isinstance(services, dict) else []):
+            release = pin.get("release") if isinstance(pin, dict) else None
+            if known_services is not None and name not in known_services:
+                problems.append(f"{path}: services.{name}: no service is called '{name}'")
+            if not isinstance(release, str) or (known_releases is not None and release not in known_releases):
+                problems.append(f"{path}: services.{name}.release must be a known release, got {release!r}")
+        for name, pin in (containers.items() if isinstance(containers, dict) else []):
+            generation = pin.get("generation") if isinstance(pin, dict) else None
+            if not isinstance(generation, int) or isinstance(generation, bool) or generation < 1:
+                problems.append(f"{path}: containers.{name}.generation must be a generation number, "
+                                f"got {generation!r}")
+        if not isinstance(services, dict) or not isinstance(containers, dict):
+            problems.append(f"{path}: 'services' and 'containers' must be mappings")
+        if problems:
+            raise ValidationError(problems)
+        return cls(path, services, containers)
+
+    def release_of(self, service):
+        return (self.services.get(service) or {}).get("release")
+
+    def generation_of(self, container):
+        return (self.containers.get(container) or {}).get("generation")
+
+    def describe(self):
+        """One line per pin, for people."""
+        return ([f"{name} follows release {pin['release']}" for name, pin in sorted(self.services.items())]
+                + [f"{name} held at what generation {pin['generation']} ran ({pin.get('why', 'pinned')})"
+                   for name, pin in sorted(self.containers.items())])
+
+    def save(self):
+        """Writes pins.yml; without pins the file is removed, so nothing is left to read."""
+        data = {key: value for key, value in (("services", self.services), ("containers", self.containers))
+                if value}
+        if not data:
+            self.path.unlink(missing_ok=True)
+            return
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(HEADER + yaml.safe_dump(data, default_flow_style=False, sort_keys=True))
+        tmp.replace(self.path)

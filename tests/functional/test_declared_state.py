@@ -1,0 +1,135 @@
+"""The declared state is the truth: what upgrade, rollback, destroy and a disabled
+service leave behind is what the next deploy keeps, so that deploy is a no-op."""
+import json
+
+import docker.errors
+import pytest
+
+pytestmark = pytest.mark.functional
+CONTROL = {"enable_rabbitmq": False, "enable_cron": False}
+RELEASE, NEXT = "2026.1", "2026.2"
+
+
+def started(docker_client, env, services):
+    return {s: (c.id, c.attrs["State"]["StartedAt"])
+            for s in services for c in [docker_client.containers.get(env.name(s))]}
+
+
+def test_a_disabled_service_is_removed_and_its_volumes_kept(kolla_env, built_images, docker_client):
+    built_images("memcached", "cron")
+    env = kolla_env
+    env.write_globals(enable_mariadb=False, enable_rabbitmq=False, enable_keystone=False, enable_cron=True)
+    env.run("deploy")
+    cron = docker_client.containers.get(env.name("cron"))
+    memcached_before = started(docker_client, env, ["memcached"])
+    env.write_globals(enable_cron=False)
+    out = env.run("deploy", "--test").stdout
+    assert "would remove 1 container(s) of disabled services" in out and env.name("cron") in out
+    assert docker_client.containers.get(env.name("cron")).status == "running"   # --test changed nothing
+    out = env.run("deploy").stdout
+    assert "removed 1 container(s) of disabled services (volumes kept)" in out
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(cron.id)
+    assert started(docker_client, env, ["memcached"]) == memcached_before
+    history = json.loads(env.run("history", "cron", "--format", "json").stdout)
+    assert [h["outcome"] for h in history] == ["removed"]
+    assert "0 changed, 0 failed" in env.run("deploy").stdout
+    env.write_globals(enable_cron=True)                # enabling it again brings it back
+    env.run("deploy")
+    assert docker_client.containers.get(env.name("cron")).labels["kolla.generation"] == "2"
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory, docker_client, built_images):
+    """mariadb, memcached and keystone at RELEASE, with NEXT's images built too."""
+    from conftest import KollaEnv
+    for release in (RELEASE, NEXT):
+        built_images("--release", release, "mariadb", "memcached", "toolbox", "keystone")
+    env = KollaEnv(tmp_path_factory.mktemp("declared"), "kstdecl-")
+    env.cleanup(docker_client)
+    env.write_globals(openstack_release=RELEASE, kolla_install_type="source", **CONTROL)
+    env.run("deploy")
+    yield env
+    env.cleanup(docker_client)
+
+
+def keystone_tag(docker_client, env):
+    return docker_client.containers.get(env.name("keystone")).image.tags[0].split(":")[1]
+
+
+def test_a_per_service_upgrade_leaves_other_services_alone(cloud, docker_client):
+    env = cloud
+    others = started(docker_client, env, ["mariadb", "memcached"])
+    globals_before = (env.config_dir / "globals.yml").read_text()
+    env.run("upgrade", "--services", "keystone", "--release", NEXT)
+    assert keystone_tag(docker_client, env) == f"{NEXT}-source"
+    assert (env.config_dir / "globals.yml").read_text() == globals_before
+    assert f"keystone follows release {NEXT}" in env.run("status").stdout
+    out = env.run("deploy").stdout
+    assert "0 changed, 0 failed" in out, out
+    assert started(docker_client, env, ["mariadb", "memcached"]) == others
+    assert env.openstack("token", "issue", "-c", "id").strip()
+
+
+def test_a_rollback_survives_a_deploy(cloud, docker_client):
+    env = cloud
+    env.run("rollback", "keystone")
+    assert keystone_tag(docker_client, env) == f"{RELEASE}-source"
+    keystone = docker_client.containers.get(env.name("keystone")).id
+    out = env.run("deploy", "--test").stdout
+    assert "0 changed, 0 failed" in out, out
+    assert "held at what generation" in out
+    env.run("deploy")
+    assert docker_client.containers.get(env.name("keystone")).id == keystone
+    assert env.openstack("token", "issue", "-c", "id").strip()
+    # unpin: keystone follows globals.yml (RELEASE) again, which it already runs.
+    env.run("unpin", "keystone")
+    assert not (env.config_dir / "pins.yml").exists()
+    assert "0 changed, 0 failed" in env.run("deploy").stdout
+    assert docker_client.containers.get(env.name("keystone")).id == keystone
+
+
+def test_a_release_change_restarts_no_infrastructure_container(cloud, docker_client):
+    """mariadb and memcached images have the same content in both releases (one
+    image, two tags): the release upgrade replaces keystone only."""
+    env = cloud
+    for service in ("mariadb", "memcached", "toolbox"):
+        assert (docker_client.images.get(f"kolla-salt/{service}:{RELEASE}-source").id
+                == docker_client.images.get(f"kolla-salt/{service}:{NEXT}-source").id)
+    infrastructure = started(docker_client, env, ["mariadb", "memcached"])
+    out = env.run("upgrade", "--release", NEXT).stdout
+    assert keystone_tag(docker_client, env) == f"{NEXT}-source"
+    assert started(docker_client, env, ["mariadb", "memcached"]) == infrastructure
+    assert f"ran {env.name('keystone_database')}" not in out   # same toolbox image: its job does not run again
+    assert "0 changed, 0 failed" in env.run("deploy").stdout
+
+
+def test_a_killed_keystone_swap_leaves_one_keystone_serving(cloud, docker_client):
+    """keystone swaps with overlap: killed while its new generation starts beside the
+    old one, the next command removes the new one; the next deploy does the rollback
+    that was declared."""
+    from test_swap_crash import assert_one_generation_serves, kill_rollback_at
+    env = cloud
+    name = env.name("keystone")
+    interrupted = kill_rollback_at(env, name, "created")
+    assert interrupted is not None and interrupted["step"] == "created"
+    assert docker_client.containers.get(f"{name}.next")   # the new generation, beside the old one
+    env.run("status")
+    assert_one_generation_serves(env, docker_client, name, interrupted["old_generation"])
+    assert env.openstack("token", "issue", "-c", "id").strip()
+    env.run("deploy")
+    assert keystone_tag(docker_client, env) == f"{RELEASE}-source"
+    assert "0 changed, 0 failed" in env.run("deploy").stdout
+
+
+def test_destroy_with_volumes_then_deploy_gives_a_working_keystone(cloud, docker_client):
+    env = cloud
+    env.run("destroy", "--remove-volumes", "--yes-i-really-mean-it")
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.volumes.get(env.name("mariadb"))
+    history = json.loads(env.run("history", "keystone", "--format", "json").stdout)
+    assert "running" not in [h["outcome"] for h in history]
+    out = env.run("deploy").stdout
+    for job in ("keystone_database", "keystone_db_sync", "keystone_fernet_setup", "keystone_bootstrap"):
+        assert f"ran {env.name(job)}" in out, job
+    assert env.openstack("token", "issue", "-c", "id").strip()
