@@ -9,8 +9,8 @@ measures, from the freeze: the beacon's `unhealthy` event, the reactor's
 the figures per service and setting, next to the worst detection time
 (kolla_salt.health.worst_detection).
 
-Services: memcached (kolla-salt/memcached:zed) and, when the image
-kolla-salt/keystone:zed exists, keystone under uwsgi serving its version
+Services: memcached and, when its image exists (a plain `kolla-salt build`
+makes both), keystone under uwsgi serving its version
 document (a standalone keystone: fernet keys made at start, no database, which
 /v3 does not need; its check is the same as in a deployment).
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kolla_salt import healthloop, paths  # noqa: E402
 from kolla_salt.containers import ContainerManager, passes_check  # noqa: E402
 from kolla_salt.health import worst_detection  # noqa: E402
-from kolla_salt.inventory import ServiceRenderer, default_settings  # noqa: E402
+from kolla_salt.inventory import ServiceRenderer, default_image, default_settings  # noqa: E402
 from kolla_salt.spec import ContainerSpec  # noqa: E402
 
 FREEZE = ("import os, signal, sys\n"
@@ -48,13 +48,13 @@ FREEZE = ("import os, signal, sys\n"
 
 SERVICES = {
     "memcached": dict(
-        image="kolla-salt/memcached:zed", process="memcached", user=None, start_period=0,
+        image=default_image("memcached"), process="memcached", user=None, start_period=0,
         command=["/usr/bin/memcached", "-u", "memcache", "-l", "127.0.0.1", "-p", "11211", "-m", "16"],
         test=["kolla_check", "memcached", "127.0.0.1:11211"]),
     "keystone": dict(
         # Keystone needs ~5 s to answer after a start: without a start period a
         # fast loop would restart it again before it is up.
-        image="kolla-salt/keystone:zed", process="uWSGI", user="keystone", start_period=10,
+        image=default_image("keystone"), process="uWSGI", user="keystone", start_period=10,
         command=["sh", "-c", "keystone-manage fernet_setup --keystone-user keystone --keystone-group keystone"
                              " && exec kolla_keystone_serve 127.0.0.1 5000"],
         test=["kolla_check", "http-unix", "/var/lib/keystone/uwsgi.sock", "/v3", "200"]),

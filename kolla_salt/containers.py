@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import time
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from . import generations
 from .build import image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
-                   LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, ContainerSpec, config_hash, declared_spec, diff)
+                   LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash, declared_spec, diff)
 from .swap import SwapInProgress, SwapJournal
 
 CAPABILITIES = (
@@ -287,7 +288,27 @@ class ContainerManager:
         self.out(f"{spec.name}: created generation {generation} from {spec.image}")
         return container
 
+    def _ensure_volumes(self, spec):
+        """Creates the named volumes a spec mounts, each with an id of its own (Docker
+        would create them on first mount, without one): a job remembers the volumes it
+        filled by these ids, so a removed and recreated volume runs it again."""
+        for volume in spec.named_volumes():
+            try:
+                self.client.volumes.get(volume)
+            except docker.errors.NotFound:
+                self.client.volumes.create(volume, labels={LABEL_VOLUME_ID: uuid.uuid4().hex})
+
+    def _volume_identity(self, volume):
+        """`name@id`; a volume made before ids were given keeps `unlabelled` (stable:
+        Docker's CreatedAt is the folder's modification time, not its creation)."""
+        try:
+            labels = self.client.volumes.get(volume).attrs.get("Labels") or {}
+        except docker.errors.NotFound:
+            return f"{volume}@missing"
+        return f"{volume}@{labels.get(LABEL_VOLUME_ID, 'unlabelled')}"
+
     def _docker_args(self, spec, config_snapshot=None):
+        self._ensure_volumes(spec)
         volumes = {}
         for entry in spec.volumes:
             source, dest, *mode = entry.split(":")
@@ -535,12 +556,7 @@ class ContainerManager:
     def _job_identity(self, spec):
         """What a job's success is remembered by: its spec, image id and config, and the
         volumes it fills (a removed and recreated volume is a new one: the job runs)."""
-        filled = []
-        for volume in sorted(set(spec.named_volumes()) | set(spec.fills)):
-            try:
-                filled.append(f"{volume}@{self.client.volumes.get(volume).attrs['CreatedAt']}")
-            except docker.errors.NotFound:
-                filled.append(f"{volume}@missing")
+        filled = [self._volume_identity(v) for v in sorted(set(spec.named_volumes()) | set(spec.fills))]
         parts = [spec.spec_hash(), self._check_image(spec).id, config_hash(read_config_files(spec.config_dir)),
                  *filled]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
@@ -584,7 +600,7 @@ class ContainerManager:
             container.remove(force=True)
         if result.get("StatusCode") != 0:
             raise JobFailed(f"job {spec.name} exited with code {result.get('StatusCode')}:\n{output[-3000:]}")
-        # After the run: the volumes it mounts exist now (Docker created them for it).
+        # After the run: the volumes it mounts exist now (_ensure_volumes made them).
         identity = self._job_identity(spec)
         done = [h for h in self._jobs_done(spec.name) if h != identity][-(JOBS_REMEMBERED - 1):]
         path = self._job_record_path(spec.name)

@@ -123,6 +123,12 @@ def release_tag(settings):
     return settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else "")
 
 
+def default_image(name):
+    """The image a plain `kolla-salt build` makes of `name` (what tests and benchmarks run)."""
+    settings = default_settings()
+    return image_ref(settings, name, release_tag(settings))
+
+
 def settings_for_release(settings, release):
     """Settings as they are for one service that follows `release` (pins.yml, build
     --release): its tag and versions; source images when the release has no binary ones."""

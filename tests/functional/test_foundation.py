@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from kolla_salt.inventory import default_image
+
 pytestmark = pytest.mark.functional
 
+MEMCACHED_IMAGE = default_image("memcached")
 ONLY_MEMCACHED = {"enable_mariadb": False, "enable_rabbitmq": False, "enable_keystone": False}
 
 
@@ -106,7 +109,7 @@ def test_bad_input_is_refused_before_anything_changes(memcached_env, docker_clie
     memcached_env.write_globals(docker_namespace="kolla-salt-nosuch")
     proc = memcached_env.run("deploy", check=False)
     assert proc.returncode == 2
-    assert "image kolla-salt-nosuch/memcached:zed is not on this host" in proc.stderr
+    assert f"image kolla-salt-nosuch/{MEMCACHED_IMAGE.split('/')[1]} is not on this host" in proc.stderr
 
     current = docker_client.containers.get(name)
     assert current.id == before and current.status == "running"
@@ -116,7 +119,7 @@ def test_state_refuses_a_spec_with_a_wrong_type(memcached_env, docker_client):
     """The Salt state itself (not only the CLI) names the bad key and acts on nothing."""
     memcached_env.run("deploy")
     from kolla_salt.saltcall import salt_call
-    spec = {"image": "kolla-salt/memcached:zed", "stop_timeout": "soon"}
+    spec = {"image": MEMCACHED_IMAGE, "stop_timeout": "soon"}
     code, data = salt_call(memcached_env.config_dir, memcached_env.globals["kolla_state_directory"],
                            ["state.single", "kolla_container.running", f"name={memcached_env.name('other')}",
                             f"spec={json.dumps(spec)}"])
@@ -128,7 +131,7 @@ def test_state_refuses_a_spec_with_a_wrong_type(memcached_env, docker_client):
 
 def test_job_state_fails_with_the_job_output(memcached_env):
     from kolla_salt.saltcall import salt_call
-    spec = {"image": "kolla-salt/memcached:zed", "restart_policy": "no",
+    spec = {"image": MEMCACHED_IMAGE, "restart_policy": "no",
             "command": ["sh", "-c", "echo migrating; echo broken schema >&2; exit 3"]}
     code, data = salt_call(memcached_env.config_dir, memcached_env.globals["kolla_state_directory"],
                            ["state.single", "kolla_container.job", f"name={memcached_env.name('job')}",
@@ -144,7 +147,7 @@ def test_pruning_keeps_generations_kept_and_drops_orphaned_images(memcached_env,
     import io
 
     import docker.errors
-    base = docker_client.images.get("kolla-salt/memcached:zed")
+    base = docker_client.images.get(MEMCACHED_IMAGE)
     tag = f"{memcached_env.prefix}prune"
     memcached_env.write_globals(generations_kept=1, memcached_tag=tag)
     name = memcached_env.name("memcached")

@@ -7,10 +7,10 @@ import pytest
 
 from kolla_salt import paths
 from kolla_salt.build import Builder, image_ref
-from kolla_salt.inventory import default_settings
+from kolla_salt.inventory import default_image, default_settings
 
 pytestmark = pytest.mark.functional
-BASE = "kolla-salt/base:zed"   # what built_images("base") builds
+BASE = default_image("base")   # what built_images("base") builds
 
 
 def test_a_rebuilt_tag_leaves_no_unused_image_behind(docker_client, built_images, tmp_path):

@@ -18,9 +18,10 @@ import docker.errors
 import pytest
 
 from kolla_salt.containers import ContainerManager
+from kolla_salt.inventory import default_image
 from kolla_salt.spec import ContainerSpec
 
-MEMCACHED_IMAGE = "kolla-salt/memcached:zed"
+MEMCACHED_IMAGE = default_image("memcached")
 BROKEN_MARKER = "/tmp/kshealth-broken"
 CHECK_TIMEOUT = 2   # seconds: memcached_spec's check
 
