@@ -108,7 +108,7 @@ def main():
             best_swap, best_naive = min(swap), min(naive)
             print(f"{service:9} kolla-salt upgrade: {best_swap * 1000:7.0f} ms (worst {max(swap) * 1000:.0f})   "
                   f"naive recreate: {best_naive * 1000:7.0f} ms (worst {max(naive) * 1000:.0f})   "
-                  f"naive/upgrade: {best_naive / best_swap:.2f}x   (seed 000 prototype: ~10000 ms)", flush=True)
+                  f"naive/upgrade: {best_naive / best_swap:.2f}x", flush=True)
     finally:
         env.close()
         for ref in extra_tags:

@@ -14,6 +14,7 @@ import yaml
 from . import healthloop, paths
 from .errors import KollaError, ValidationError
 from .inventory import in_set
+from .spec import LABEL_RELEASE
 
 EXIT_INVALID = 2
 
@@ -133,6 +134,34 @@ def _check_images(services):
         raise ValidationError(sorted(set(missing)))
 
 
+def _check_release_paths(services, allow_jump):
+    """Refuses, before anything changes, a release change OpenStack does not support
+    (kolla_salt.releases.upgrade_path_problem) unless --allow-release-jump: what runs
+    is known by the kolla.release label of its image (only images whose content
+    depends on the release carry one), what is declared by the service's release."""
+    import docker.errors
+    from .releases import load_releases, upgrade_path_problem
+    client, releases, problems = _client(), load_releases(), []
+    for service in services:
+        for container in service["containers"]:
+            if container.get("pin") is not None:
+                continue    # held at a generation: it keeps what it ran
+            try:
+                running = client.containers.get(container["spec"]["name"]).image.labels.get(LABEL_RELEASE)
+            except (docker.errors.NotFound, docker.errors.ImageNotFound):
+                continue
+            problem = running in releases and upgrade_path_problem(releases, running, service["release"])
+            if problem:
+                problems.append(f"{service['name']}: runs {running}, declared {service['release']}: {problem}")
+    if problems and allow_jump:
+        for problem in sorted(set(problems)):
+            print(f"[deploy] --allow-release-jump: {problem}")
+    elif problems:
+        raise ValidationError(sorted(set(problems)) + [
+            "upgrade through the releases between, or pass --allow-release-jump if you have checked "
+            "that every service's migrations allow it"])
+
+
 def _state_apply(args, pillar, sls, extra_pillar=None, test=False):
     from .saltcall import salt_call
     settings = pillar["kolla"]["settings"]
@@ -165,6 +194,7 @@ def summarise(data, out=print):
 def cmd_deploy(args):
     pillar = _validated_pillar(args)
     services = _select(pillar, _split(args.services))
+    _check_release_paths(services, args.allow_release_jump)
     _check_images(services)
     names = [s["name"] for s in services]
     print(f"[deploy] {'checking' if args.test else 'deploying'} {', '.join(names)} (salt-call --local state.apply kolla.deploy)",
@@ -219,7 +249,10 @@ def cmd_upgrade(args):
             raise ValidationError([f"--set: no enabled service belongs to a set named '{args.set}'"])
     names = [s["name"] for s in services]
     everything = not (args.services or args.set)
-    with _declaring(args.config_dir) as (user_globals, pins):
+    # The jump check runs on the new declaration; refused, it is taken back.
+    check = lambda new: _check_release_paths([s for s in new["kolla"]["services"] if s["name"] in names],  # noqa: E731
+                                             args.allow_release_jump)
+    with _declaring(args.config_dir, check) as (user_globals, pins):
         if args.release and everything:
             user_globals["openstack_release"] = args.release
             pins.services.clear()
@@ -247,11 +280,11 @@ def cmd_upgrade(args):
 
 
 @contextlib.contextmanager
-def _declaring(config_dir):
+def _declaring(config_dir, check=None):
     """Changes the declared state: yields (the operator's globals.yml as a dict, the
     Pins) for the body to change, then writes both, printing what changed. If the
-    new declaration does not validate, both files are restored and the error raised:
-    a command refused leaves nothing changed."""
+    new declaration does not validate, or `check(new pillar)` raises, both files are
+    restored and the error raised: a command refused leaves nothing changed."""
     from .inventory import build_pillar, load_pins
     path = Path(config_dir) / "globals.yml"
     globals_text = path.read_text() if path.exists() else None
@@ -270,7 +303,9 @@ def _declaring(config_dir):
             pins.save()
             for line in pins.describe() or ["(no pins)"]:
                 print(f"[declared] {pins.path}: {line}")
-        build_pillar(config_dir, minion_id=socket.gethostname())
+        pillar = build_pillar(config_dir, minion_id=socket.gethostname())
+        if check:
+            check(pillar)
     except BaseException:
         for file, text in ((path, globals_text), (pins.path, pins_text)):
             if text is None:
@@ -499,14 +534,20 @@ def build_parser():
     p = add("deploy", cmd_deploy, "deploy or reconfigure the services of this host (salt-call --local)")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--test", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--allow-release-jump", action="store_true",
+                   help="allow a release change outside OpenStack's upgrade paths (N -> N+1, SLURP)")
     p = add("reconfigure", cmd_deploy, "same as deploy: re-render config, restart what changed")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--test", action="store_true", help="show what would change; change nothing")
+    p.add_argument("--allow-release-jump", action="store_true",
+                   help="allow a release change outside OpenStack's upgrade paths (N -> N+1, SLURP)")
     p = add("upgrade", cmd_upgrade, "upgrade in container-set tree order; a failed container "
                                     "is rolled back to its previous generation and the run stops")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--set", help="only the services of this set (top-level set or service name)")
     p.add_argument("--release", help="the release to upgrade to (written to globals.yml)")
+    p.add_argument("--allow-release-jump", action="store_true",
+                   help="allow a release change outside OpenStack's upgrade paths (N -> N+1, SLURP)")
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
     add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml (keeps existing ones)")
     add("releases", cmd_releases, "list known OpenStack releases, oldest first")
@@ -535,7 +576,34 @@ def build_parser():
     return parser
 
 
+class _QuietWhenClosed:
+    """stdout that goes quiet when its reader leaves (`kolla-salt status | head`): the
+    command finishes its work (a deploy half-done because of a pipe helps nobody) and
+    exits without a BrokenPipeError traceback."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def _guard(self, action, *args):
+        try:
+            return action(*args)
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+            return None
+
+    def write(self, text):
+        self._guard(self.stream.write, text)
+        return len(text)
+
+    def flush(self):
+        self._guard(self.stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def main(argv=None):
+    sys.stdout = _QuietWhenClosed(sys.stdout)
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0

@@ -11,6 +11,8 @@ key before anything changes; `kolla-salt validate`, `kolla-salt deploy` and the
 pillar SLS (pillar/kolla.sls) call it, so all three agree.
 """
 import fnmatch
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -50,11 +52,26 @@ def type_name(value):
             dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
+# What Ansible's `bool` filter reads as true/false: kolla-ansible's globals.yml writes
+# enable_<service>: "yes" (quoted, a string), and such a file carries over.
+ANSIBLE_BOOLEANS = {**dict.fromkeys(("yes", "y", "true", "t", "on", "1"), True),
+                    **dict.fromkeys(("no", "n", "false", "f", "off", "0"), False)}
+
+
+def ansible_boolean(value):
+    """The bool a true/false setting's value means in Ansible's forms, else the value
+    unchanged (check_value refuses it then)."""
+    return ANSIBLE_BOOLEANS.get(value.strip().lower(), value) if isinstance(value, str) else value
+
+
 def check_value(key, default, value, where, problems):
     """A value must have the type of its default (bool is not a number)."""
     expected = type(default)
     if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
-        problems.append(f"{where}: key '{key}' must be {type_name(default)}, got {value!r}")
+        # YAML reads an unquoted 2026.1 as a number: say how to write the string.
+        hint = f'; write it quoted: {key}: "{value}"' if isinstance(default, str) and isinstance(
+            value, (int, float)) and not isinstance(value, bool) else ""
+        problems.append(f"{where}: key '{key}' must be {type_name(default)}, got {value!r}{hint}")
         return False
     for applies, valid, what in VALUE_RULES:
         if applies(key) and not valid(value):
@@ -93,6 +110,7 @@ def load_settings(config_dir, warnings=None):
             if warnings is not None:
                 warnings.append(f"{globals_file}: key '{key}' is not used by kolla-salt (ignored)")
             continue
+        value = ansible_boolean(value) if isinstance(defaults[key], bool) else value
         if check_value(key, defaults[key], value, f"{globals_file}", problems):
             settings[key] = value
     releases = load_releases()
@@ -141,15 +159,25 @@ def settings_for_release(settings, release):
     return changed
 
 
-def load_passwords(config_dir):
+def load_passwords(config_dir, notes=None):
+    """passwords.yml's secrets (strings; a kolla-ansible file's other entries, such as
+    SSH key pairs, are left alone) plus the derived ones. Readable by group or others
+    (kolla-genpwd writes 0640), the file is made 0600 if this user owns it and nobody
+    else may write it (a note in `notes` says so); otherwise it is refused."""
     problems = []
     wanted = _read_yaml(paths.DEFAULTS_DIR / "passwords.yml", problems)
     path = Path(config_dir) / "passwords.yml"
     if not path.exists():
         raise ValidationError([f"{path}: missing; run `kolla-salt genpwd` to create it"])
-    mode = stat.S_IMODE(path.stat().st_mode)
-    if mode & 0o077:
-        problems.append(f"{path}: mode is {mode:04o}; it holds secrets and must be 0600 (chmod 600 {path})")
+    info = path.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077 and not mode & 0o022 and info.st_uid == os.geteuid():
+        os.chmod(path, 0o600)
+        if notes is not None:
+            notes.append(f"{path}: mode was {mode:04o}, made 0600: it holds secrets")
+    elif mode & 0o077:
+        problems.append(f"{path}: mode is {mode:04o}; it holds secrets and must be 0600 (chmod 600 {path}"
+                        f"{'; others could write it: check its contents first' if mode & 0o022 else ''})")
     have = _read_yaml(path, problems)
     for key in wanted:
         if not have.get(key):
@@ -158,7 +186,17 @@ def load_passwords(config_dir):
             problems.append(f"{path}: key '{key}' must be a string")
     if problems:
         raise ValidationError(problems)
-    return {k: v for k, v in have.items() if isinstance(v, str)}
+    passwords = {k: v for k, v in have.items() if isinstance(v, str)}
+    return {**passwords, **derived_passwords(passwords)}
+
+
+def derived_passwords(passwords):
+    """Secrets derived from one passwords.yml has, so that file (a kolla-ansible one
+    too) carries over unchanged: HMAC-SHA256 of what it is for, keyed by that secret.
+    They are passwords like the others: in the pillar, redacted from all output."""
+    def derive(key, purpose):
+        return hmac.new(passwords[key].encode(), purpose.encode(), hashlib.sha256).hexdigest()[:32]
+    return {"keystone_health_password": derive("keystone_admin_password", "kolla-salt keystone health user")}
 
 
 def load_tree():
@@ -338,7 +376,7 @@ def load_pins(config_dir):
 def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
     """Everything a host needs, under the key `kolla`."""
     settings = load_settings(config_dir, warnings)
-    passwords = load_passwords(config_dir)
+    passwords = load_passwords(config_dir, warnings)
     host = {"api_interface_address": interface_address(settings, interfaces or local_interfaces())}
     pins = load_pins(config_dir)
     services = build_services(settings, passwords, host, config_dir, minion_id, pins)

@@ -7,3 +7,24 @@ from . import paths
 def load_releases():
     """{release: {series, binary, source: {project: version}}}, oldest first."""
     return yaml.safe_load((paths.DEFAULTS_DIR / "releases.yml").read_text())
+
+
+def series(releases, name):
+    """(year, half) of a release: 2026.1 -> (2026, 1); zed (2022.2) -> (2022, 2)."""
+    year, half = releases[name]["series"].split()[0].split(".")
+    return int(year), int(half)
+
+
+def upgrade_path_problem(releases, old, new):
+    """Why `old` -> `new` is not an upgrade OpenStack supports, or None if it is:
+    the next release (N -> N+1), or from a .1 release to the next .1 (SLURP)."""
+    (year, half), target = series(releases, old), series(releases, new)
+    if target == (year, half):
+        return None
+    if target < (year, half):
+        return (f"{old} -> {new} is a downgrade: database schemas only migrate forward "
+                f"(to go back, `kolla-salt rollback` the containers)")
+    if target == ((year, 2) if half == 1 else (year + 1, 1)) or half == 1 and target == (year + 1, 1):
+        return None
+    return (f"{old} -> {new} skips releases: OpenStack upgrades one release at a time, or from "
+            f"a .1 release to the next .1 (SLURP: 2025.1 -> 2026.1)")

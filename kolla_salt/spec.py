@@ -30,6 +30,7 @@ LABEL_SPEC_HASH = "kolla.spec-hash"
 LABEL_SPEC = "kolla.spec"            # canonical spec, environment values hashed
 LABEL_CONFIG_HASH = "kolla.config-hash"
 LABEL_JOB = "kolla.job"
+LABEL_RELEASE = "kolla.release"        # on images whose content depends on the release
 LABEL_VOLUME_ID = "kolla.volume-id"  # a named volume's identity: a recreated volume has a new one
 
 # Not part of a container's identity (spec_hash): the image is compared by its id,

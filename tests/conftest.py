@@ -89,6 +89,17 @@ def cleanup_prefix(client, prefix):
             volume.remove(force=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def salt_logging_flushed_in_time():
+    """Salt keeps early log records in a deferred handler bound to the stderr pytest
+    captured, and flushes them at exit into that closed stream ("--- Logging error ---"
+    after the summary): hand them to the live handlers while the session still runs."""
+    yield
+    impl = sys.modules.get("salt._logging.impl")
+    if impl is not None:
+        impl.shutdown_temp_handler()
+
+
 @pytest.fixture
 def kolla_env(tmp_path, docker_client):
     prefix = f"kst{uuid.uuid4().hex[:6]}-"

@@ -1,4 +1,4 @@
-"""Issue 3: the all-in-one control plane, used through the real python-openstackclient."""
+"""The all-in-one control plane, used through the real python-openstackclient."""
 import os
 import stat
 import subprocess
@@ -51,7 +51,7 @@ def test_every_container_is_healthy_in_its_set(aio, docker_client):
 
 
 def test_deploy_starts_the_health_loop_which_restarts_a_hung_service(aio, docker_client):
-    """Seed 000: a container that fails its check is restarted, with nothing started by hand."""
+    """A container that fails its check is restarted, with nothing started by hand."""
     import time
     assert "health loop: started" in aio.deploy_output
     assert "health loop: running" in aio.run("status").stdout

@@ -57,6 +57,17 @@ def keystone_tag(docker_client, env):
     return docker_client.containers.get(env.name("keystone")).image.tags[0].split(":")[1]
 
 
+def test_a_downgrade_is_refused_before_anything_changes(cloud, docker_client):
+    env = cloud
+    keystone = docker_client.containers.get(env.name("keystone")).id
+    globals_before = (env.config_dir / "globals.yml").read_text()
+    proc = env.run("upgrade", "--release", "2025.2", check=False)
+    assert proc.returncode == 2
+    assert f"keystone: runs {RELEASE}, declared 2025.2: {RELEASE} -> 2025.2 is a downgrade" in proc.stderr
+    assert (env.config_dir / "globals.yml").read_text() == globals_before
+    assert docker_client.containers.get(env.name("keystone")).id == keystone
+
+
 def test_a_per_service_upgrade_leaves_other_services_alone(cloud, docker_client):
     env = cloud
     others = started(docker_client, env, ["mariadb", "memcached"])
@@ -122,6 +133,29 @@ def test_a_killed_keystone_swap_leaves_one_keystone_serving(cloud, docker_client
     assert "0 changed, 0 failed" in env.run("deploy").stdout
 
 
+def test_a_keystone_that_cannot_issue_tokens_is_not_healthy(cloud, docker_client):
+    """Its fernet keys broken, keystone still answers GET /v3 (the old check said
+    healthy) but issues no token: its check fails, and a new generation is not
+    swapped in. The destroy test after this one starts from new volumes."""
+    env = cloud
+    keystone = docker_client.containers.get(env.name("keystone"))
+    keystone.exec_run(["sh", "-c", "for key in /etc/keystone/fernet-keys/*; do echo broken > $key; done"])
+    assert keystone.exec_run(["kolla_check", "http-unix", "/var/lib/keystone/uwsgi.sock", "/v3", "200"]).exit_code == 0
+    check = keystone.exec_run(["kolla_keystone_check"])
+    assert check.exit_code == 1 and b"issuing a token" in check.output, check.output
+    override = env.config_dir / "config" / "keystone" / "keystone.conf"
+    override.parent.mkdir(parents=True)
+    override.write_text("[DEFAULT]\ndebug = true\n")
+    env.write_globals(container_health_timeout=20)
+    try:
+        proc = env.run("deploy", check=False)
+    finally:
+        override.unlink()
+        env.write_globals(container_health_timeout=120)
+    assert proc.returncode == 1 and "issuing a token" in proc.stdout, proc.stdout
+    assert docker_client.containers.get(env.name("keystone")).id == keystone.id
+
+
 def test_destroy_with_volumes_then_deploy_gives_a_working_keystone(cloud, docker_client):
     env = cloud
     env.run("destroy", "--remove-volumes", "--yes-i-really-mean-it")
@@ -130,6 +164,7 @@ def test_destroy_with_volumes_then_deploy_gives_a_working_keystone(cloud, docker
     history = json.loads(env.run("history", "keystone", "--format", "json").stdout)
     assert "running" not in [h["outcome"] for h in history]
     out = env.run("deploy").stdout
-    for job in ("keystone_database", "keystone_db_sync", "keystone_fernet_setup", "keystone_bootstrap"):
+    for job in ("keystone_database", "keystone_db_sync", "keystone_fernet_setup", "keystone_bootstrap",
+                "keystone_health_user"):
         assert f"ran {env.name(job)}" in out, job
     assert env.openstack("token", "issue", "-c", "id").strip()

@@ -1,4 +1,4 @@
-"""Issue 2: one service (memcached) deployed by Salt, masterless, on the real engine."""
+"""One service (memcached) deployed by Salt, masterless, on the real engine."""
 import json
 import socket
 import subprocess
@@ -173,3 +173,123 @@ def test_pruning_keeps_generations_kept_and_drops_orphaned_images(memcached_env,
                 docker_client.images.remove(image_id, force=True)
             except docker.errors.ImageNotFound:
                 pass
+
+
+# -- failure paths: what an operator relies on when something goes wrong ----------------
+def build_memcached_child(docker_client, tag, *lines):
+    """kolla-salt/memcached:<tag>, built FROM the real image plus `lines`; its id."""
+    import io
+    dockerfile = "\n".join([f"FROM {docker_client.images.get(MEMCACHED_IMAGE).id}", *lines]) + "\n"
+    image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
+                                          tag=f"kolla-salt/memcached:{tag}", rm=True, forcerm=True)
+    return image.id
+
+
+def remove_images(docker_client, env, image_ids):
+    import docker.errors
+    env.cleanup(docker_client)     # first the containers that use them
+    for image_id in image_ids:
+        try:
+            docker_client.images.remove(image_id, force=True)
+        except docker.errors.ImageNotFound:
+            pass
+
+
+def state_single(env, function, name, spec, test=False):
+    """One kolla_container state through salt-call, with no redaction by the caller:
+    what Salt itself returns. (exit code, the state's return)."""
+    from kolla_salt.saltcall import salt_call
+    code, data = salt_call(env.config_dir, env.globals["kolla_state_directory"],
+                           ["state.single", function, f"name={name}", f"spec={json.dumps(spec)}"]
+                           + (["test=True"] if test else []))
+    return code, next(iter(data.values()))
+
+
+def test_a_failed_stop_first_swap_restores_the_old_container(memcached_env, docker_client):
+    """memcached swaps stop-first: the old container stops before the new one starts.
+    The new one never passes its check (whose output holds a password): the deploy
+    fails, and the old container runs again under its name, the same container with
+    its restart policy; the check's output is shown with the password hidden."""
+    env = memcached_env
+    env.run("deploy")
+    name = env.name("memcached")
+    old = docker_client.containers.get(name)
+    secret = env.passwords()["database_password"]
+    tag = f"{env.prefix}broken"
+    image = build_memcached_child(
+        docker_client, tag, f"RUN printf '#!/bin/sh\\necho cannot log in with {secret}\\nexit 1\\n' "
+                            "> /usr/local/bin/kolla_check")
+    try:
+        env.write_globals(memcached_tag=tag, container_health_timeout=8)
+        proc = env.run("deploy", check=False)
+        assert proc.returncode == 1
+        assert f"{name}: generation 2 failed" in proc.stdout and "restored generation 1" in proc.stdout, proc.stdout
+        assert "cannot log in with ********" in proc.stdout and secret not in proc.stdout + proc.stderr
+        back = docker_client.containers.get(name)
+        assert back.id == old.id and back.status == "running" and back.labels["kolla.generation"] == "1"
+        assert back.attrs["HostConfig"]["RestartPolicy"] == old.attrs["HostConfig"]["RestartPolicy"]
+        assert back.attrs["State"]["StartedAt"] != old.attrs["State"]["StartedAt"]   # it was stopped: stop-first
+        assert "STAT pid" in memcached_stats(env.globals["memcached_port"])
+    finally:
+        remove_images(docker_client, env, [image])
+
+
+def test_rollback_returns_to_the_last_good_generation_not_the_first(memcached_env, docker_client):
+    env = memcached_env
+    name = env.name("memcached")
+    for megabytes in (64, 65, 66):                 # generations 1, 2 (both replaced healthy) and 3
+        env.write_globals(memcached_memory_mb=megabytes)
+        env.run("deploy")
+    assert docker_client.containers.get(name).labels["kolla.generation"] == "3"
+    out = env.run("rollback", name).stdout
+    assert "generation 4 runs what generation 2 ran" in out
+    config = json.loads((Path(env.globals["node_config_directory"]) / name / "config.json").read_text())
+    running = docker_client.containers.get(name)
+    assert running.labels["kolla.generation"] == "4"
+    assert "-m 65" in running.exec_run(["cat", "/var/lib/kolla/config_files/config.json"]).output.decode()
+    assert "-m 66" in config["command"]            # the declaration stays; the pin holds generation 2
+
+
+def test_a_container_or_job_that_fails_shows_no_password(memcached_env, docker_client):
+    """The Salt state's own comment (no redaction by the CLI) hides passwords from
+    passwords.yml, when a container exits at start and when a job fails."""
+    env = memcached_env
+    secret = env.passwords()["keystone_admin_password"]
+    leak = ["sh", "-c", f"echo connecting as admin with {secret}; exit 3"]
+    code, ret = state_single(env, "kolla_container.running", env.name("leaky"),
+                             {"image": MEMCACHED_IMAGE, "command": leak, "restart_policy": "no"})
+    assert ret["result"] is False and "connecting as admin with ********" in ret["comment"], ret["comment"]
+    assert secret not in json.dumps(ret)
+    code, ret = state_single(env, "kolla_container.job", env.name("leaky_job"),
+                             {"image": MEMCACHED_IMAGE, "command": leak, "restart_policy": "no"})
+    assert ret["result"] is False and "connecting as admin with ********" in ret["comment"]
+    assert secret not in json.dumps(ret)
+
+
+def test_a_job_runs_again_when_its_image_content_changes_and_never_under_test(memcached_env, docker_client,
+                                                                              tmp_path):
+    """Same tag, new content (a rebuild): the job runs at the next deploy; nothing
+    changed: it does not. With test=True it says it would run, and runs nothing."""
+    env = memcached_env
+    tag = f"{env.prefix}jobs"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    spec = {"image": f"kolla-salt/memcached:{tag}", "restart_policy": "no", "volumes": [f"{marks}:/marks"],
+            "command": ["sh", "-c", "cat /build >> /marks/runs"]}
+    job = env.name("content_job")
+    images = [build_memcached_child(docker_client, tag, "RUN echo first > /build")]
+    try:
+        code, ret = state_single(env, "kolla_container.job", job, spec, test=True)
+        assert ret["result"] is None and "would run" in ret["comment"]
+        assert not (marks / "runs").exists()                                    # nothing ran
+        assert job not in [c.name for c in docker_client.containers.list(all=True)]
+        state_single(env, "kolla_container.job", job, spec)
+        code, ret = state_single(env, "kolla_container.job", job, spec)
+        assert ret["changes"] == {}                                             # nothing changed: not again
+        images.append(build_memcached_child(docker_client, tag, "RUN echo second > /build"))
+        code, ret = state_single(env, "kolla_container.job", job, spec, test=True)
+        assert ret["result"] is None and "would run" in ret["comment"]
+        state_single(env, "kolla_container.job", job, spec)
+        assert (marks / "runs").read_text().split() == ["first", "second"]
+    finally:
+        remove_images(docker_client, env, images)

@@ -1,4 +1,4 @@
-"""Issue 4: a real keystone release upgrade (source images from PyPI) and rollback."""
+"""A real keystone release upgrade (source images from PyPI) and rollback."""
 import json
 import os
 import subprocess
@@ -35,7 +35,7 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     assert NEW_MIGRATION not in alembic_versions(env, docker_client)
 
     out = env.run("upgrade", "--release", NEW).stdout
-    assert f"release {NEW} ({NEW}-source)" in out
+    assert f"keystone to {NEW}" in out
     current = docker_client.containers.get(keystone)
     assert current.image.tags == [f"kolla-salt/keystone:{NEW}-source"]
     assert current.labels["kolla.generation"] == "2"
@@ -62,3 +62,29 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
         (1, "replaced", f"kolla-salt/keystone:{OLD}-source"), (2, "replaced", f"kolla-salt/keystone:{NEW}-source"),
         (3, "running", f"kolla-salt/keystone:{OLD}-source")]
     assert not any(secret in env.run("history", "keystone").stdout for secret in env.passwords().values())
+
+
+def test_a_release_jump_is_refused_and_with_the_override_keystone_still_issues_tokens(kolla_env, docker_client):
+    """zed (binary, Debian's packages) to 2026.1 (source, PyPI) skips four releases:
+    refused before anything changes. Allowed explicitly, the source keystone reads
+    the fernet keys the binary one wrote (one keystone uid in both) and issues tokens."""
+    env = kolla_env
+    env.write_globals(openstack_release="zed", kolla_install_type="binary", enable_rabbitmq=False)
+    env.run("build", "--release", "zed", "mariadb", "memcached", "toolbox", "keystone")
+    env.run("build", "--release", NEW, "mariadb", "memcached", "toolbox", "keystone")
+    env.run("deploy")
+    keystone = env.name("keystone")
+    before = docker_client.containers.get(keystone).id
+    env.openstack("project", "create", "--domain", "default", "kst-jump-project")
+
+    env.write_globals(openstack_release=NEW, kolla_install_type="source")
+    proc = env.run("deploy", check=False)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"keystone: runs zed, declared {NEW}: zed -> {NEW} skips releases" in proc.stderr
+    assert docker_client.containers.get(keystone).id == before
+
+    out = env.run("deploy", "--allow-release-jump").stdout
+    assert f"--allow-release-jump: keystone: runs zed, declared {NEW}" in out
+    assert docker_client.containers.get(keystone).image.tags == [f"kolla-salt/keystone:{NEW}-source"]
+    assert "kst-jump-project" in env.openstack("project", "list", "-c", "Name").split()
+    assert env.openstack("token", "issue", "-c", "id").strip()

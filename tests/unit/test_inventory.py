@@ -26,21 +26,32 @@ def test_globals_override_defaults_and_derive_tag(tmp_path):
 def test_every_bad_key_is_reported_with_the_file(tmp_path):
     """Wrong types, and values narrower than their type (ports, durations, log rotation)."""
     path = write(tmp_path, "globals.yml", {
-        "keystone_public_port": 70000, "enable_keystone": "yes", "openstack_release": "folsom",
+        "keystone_public_port": 70000, "database_port": 0, "memcached_port": 65536, "enable_keystone": "maybe", "openstack_release": 2026.1,
         "health_check_interval": 0, "cron_logrotate_log_maxsize": "100 MB", "cron_logrotate_rotation_count": 0,
         "cron_logrotate_rotation_interval": "hourly"})
     with pytest.raises(ValidationError) as error:
         load_settings(tmp_path)
     problems = "\n".join(error.value.problems)
     assert f"{path}: key 'keystone_public_port' must be a port number" in problems
-    assert f"{path}: key 'enable_keystone' must be true/false, got 'yes'" in problems
-    assert f"{path}: key 'openstack_release' is 'folsom'" in problems
+    assert f"{path}: key 'database_port' must be a port number (1-65535), got 0" in problems
+    assert f"{path}: key 'memcached_port' must be a port number (1-65535), got 65536" in problems
+    assert f"{path}: key 'enable_keystone' must be true/false, got 'maybe'" in problems
+    assert f'''{path}: key 'openstack_release' must be a string, got 2026.1; write it quoted: openstack_release: "2026.1"''' in problems
     assert f"{path}: key 'health_check_interval' must be greater than 0, got 0" in problems
     assert f"{path}: key 'cron_logrotate_log_maxsize' must be a size such as 100M" in problems
     assert f"{path}: key 'cron_logrotate_rotation_count' must be at least 1, got 0" in problems
     assert f"{path}: key 'cron_logrotate_rotation_interval' must be daily, weekly, monthly or yearly" in problems
     write(tmp_path, "globals.yml", {"cron_logrotate_log_maxsize": "512k", "cron_logrotate_rotation_interval": "daily"})
     assert load_settings(tmp_path)["cron_logrotate_log_maxsize"] == "512k"
+    write(tmp_path, "globals.yml", {"openstack_release": "folsom"})
+    with pytest.raises(ValidationError, match=f"{path}: key 'openstack_release' is 'folsom'"):
+        load_settings(tmp_path)
+
+
+def test_ansible_boolean_forms_are_read_as_ansible_reads_them(tmp_path):
+    write(tmp_path, "globals.yml", {"enable_cron": "no", "enable_memcached": "Yes", "enable_health_loop": "on"})
+    settings = load_settings(tmp_path)
+    assert (settings["enable_cron"], settings["enable_memcached"], settings["enable_health_loop"]) == (False, True, True)
 
 
 def test_kolla_ansible_keys_we_do_not_use_only_warn(tmp_path):
@@ -51,17 +62,31 @@ def test_kolla_ansible_keys_we_do_not_use_only_warn(tmp_path):
 
 
 def test_release_without_binary_images_needs_source(tmp_path):
-    write(tmp_path, "globals.yml", {"openstack_release": "2026.1"})
+    write(tmp_path, "globals.yml", {"openstack_release": "2026.1", "kolla_install_type": "binary"})
     with pytest.raises(ValidationError, match="has no binary images; set kolla_install_type to source"):
         load_settings(tmp_path)
 
 
 def test_passwords_must_be_private_and_complete(tmp_path):
-    write(tmp_path, "passwords.yml", {"database_password": "x"}, mode=0o644)
+    path = write(tmp_path, "passwords.yml", {"database_password": "x"}, mode=0o646)
     with pytest.raises(ValidationError) as error:
         load_passwords(tmp_path)
     problems = "\n".join(error.value.problems)
-    assert "mode is 0644" in problems and "key 'rabbitmq_password' is missing" in problems
+    assert "mode is 0646" in problems and "others could write it" in problems
+    assert "key 'rabbitmq_password' is missing" in problems
+    assert os.stat(path).st_mode & 0o777 == 0o646     # refused: left as it was
+
+
+def test_a_readable_passwords_file_is_made_private(tmp_path):
+    """kolla-genpwd writes 0640: readable by the group, writable by the owner only."""
+    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
+    path = write(tmp_path, "passwords.yml", {**{k: f"pw-{k}" for k in wanted},
+                                             "keystone_ssh_key": {"private_key": "k", "public_key": "p"}},
+                 mode=0o640)
+    notes = []
+    passwords = load_passwords(tmp_path, notes)
+    assert os.stat(path).st_mode & 0o777 == 0o600 and "mode was 0640, made 0600" in notes[0]
+    assert "keystone_ssh_key" not in passwords and passwords["keystone_health_password"]
 
 
 def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
@@ -86,3 +111,14 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     # The rotation rules come from globals.yml's cron_logrotate_* settings.
     rules = pillar["services"][0]["containers"][0]["files"]["logrotate.rules"]
     assert "/var/log/kolla/*/*.log {" in rules and "maxsize 100M" in rules and "rotate 6" in rules
+
+
+def test_an_interface_the_host_does_not_have_is_refused(tmp_path):
+    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
+    write(tmp_path, "passwords.yml", {k: f"pw-{k}" for k in wanted})
+    write(tmp_path, "globals.yml", {"network_interface": "nosuch0"})
+    with pytest.raises(ValidationError, match="key 'api_interface'/'network_interface' is 'nosuch0', which has no "
+                                              r"IPv4 address on this host \(have: eth0, lo\)"):
+        build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"], "eth0": ["198.18.0.2"]})
+    write(tmp_path, "globals.yml", {})    # the all-in-one default, lo, stays valid
+    assert build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["settings"]["api_interface"] == "lo"
