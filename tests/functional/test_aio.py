@@ -109,11 +109,11 @@ def test_override_reconfigures_keystone_only(aio, docker_client):
 
 def test_invalid_operator_files_are_refused_naming_the_key(aio, docker_client):
     before = started_at(docker_client, aio)
-    aio.write_globals(enable_keystone="yes")
+    aio.write_globals(enable_keystone="maybe")
     proc = aio.run("deploy", check=False)
     aio.write_globals(enable_keystone=True)
     assert proc.returncode == 2
-    assert "globals.yml: key 'enable_keystone' must be true/false, got 'yes'" in proc.stderr
+    assert "globals.yml: key 'enable_keystone' must be true/false, got 'maybe'" in proc.stderr
 
     broken = aio.config_dir / "config" / "memcached"
     broken.mkdir(parents=True)
@@ -138,8 +138,11 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
     """An image whose health check never passes: the swap fails, generation N is back, data intact."""
     import io
     good = docker_client.containers.get(aio.name("keystone"))
+    # Its check never passes; the job that makes the health user (same script) still works.
     dockerfile = (f"FROM {good.image.tags[0]}\n"
-                  "RUN printf '#!/bin/sh\\necho never healthy\\nexit 1\\n' > /usr/local/bin/kolla_check\n")
+                  "RUN cd /usr/local/bin && mv kolla_keystone_check kolla_keystone_check.real && printf "
+                  "'#!/bin/sh\\n[ \"$1\" = ensure-user ] && exec kolla_keystone_check.real \"$@\"\\n"
+                  "echo never healthy\\nexit 1\\n' > kolla_keystone_check && chmod 755 kolla_keystone_check\n")
     broken_tag = f"{aio.prefix}broken"
     image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
                                           tag=f"kolla-salt/keystone:{broken_tag}", rm=True, forcerm=True)

@@ -255,9 +255,10 @@ def test_a_container_or_job_that_fails_shows_no_password(memcached_env, docker_c
     passwords.yml, when a container exits at start and when a job fails."""
     env = memcached_env
     secret = env.passwords()["keystone_admin_password"]
-    leak = ["sh", "-c", f"echo connecting as admin with {secret}; exit 3"]
+    leak = ["sh", "-c", f"echo connecting as admin with {secret}; sleep 1; exit 3"]
     code, ret = state_single(env, "kolla_container.running", env.name("leaky"),
-                             {"image": MEMCACHED_IMAGE, "command": leak, "restart_policy": "no"})
+                             {"image": MEMCACHED_IMAGE, "command": leak, "restart_policy": "no",
+                              "healthcheck": {"test": ["kolla_check", "tcp", "127.0.0.1:1"]}})
     assert ret["result"] is False and "connecting as admin with ********" in ret["comment"], ret["comment"]
     assert secret not in json.dumps(ret)
     code, ret = state_single(env, "kolla_container.job", env.name("leaky_job"),
