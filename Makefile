@@ -4,7 +4,7 @@ KOLLA     := $(VENV)/bin/kolla-salt
 CONFIG    ?= /etc/kolla-salt
 export KOLLA_SALT_CONFIG_DIR := $(CONFIG)
 
-.PHONY: help setup build deploy test unit destroy
+.PHONY: help setup build deploy test unit destroy lab lab-down
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -26,3 +26,9 @@ unit: setup  ## only the unit tests (no Docker needed)
 
 destroy: setup  ## remove the all-in-one containers (asks; keeps volumes)
 	$(KOLLA) destroy
+
+lab: setup  ## a lab of 3 hosts on this machine (namespaces, engines, salt-master, registry)
+	$(KOLLA) lab up
+
+lab-down: setup  ## remove the lab and everything it made
+	$(KOLLA) lab down

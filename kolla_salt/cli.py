@@ -515,6 +515,27 @@ def cmd_destroy(args):
             print(f"[destroy] removed volume {name}")
 
 
+def cmd_lab(args):
+    """The lab of hosts on one machine (kolla_salt.lab)."""
+    from .lab import Lab
+    lab = Lab(args.name, args.hosts, out=lambda m: print(m, flush=True))
+    if args.action == "up":
+        described = lab.up()
+        print(json.dumps(described, indent=2) if args.format == "json" else "[lab] hosts: " + ", ".join(
+            f"{h['name']} {h['address']} (DOCKER_HOST={h['docker_host']})" for h in described["hosts"]))
+    elif args.action == "down":
+        lab.down()
+    elif args.action == "push":
+        if not args.images:
+            raise ValidationError(["lab push: name the images to push (e.g. kolla-salt/keystone:2026.1-source)"])
+        lab.push(args.images)
+    else:
+        answering = lab.ping()
+        for host in lab.describe()["hosts"]:
+            print(f"{host['name']}\t{host['address']}\t{'answers' if host['name'] in answering else 'not answering'}")
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="kolla-salt", description=__doc__)
     parser.add_argument("--config-dir", default=str(paths.config_dir()),
@@ -573,6 +594,15 @@ def build_parser():
     p = add("destroy", cmd_destroy, "remove all managed containers (asks first; keeps volumes)")
     p.add_argument("--remove-volumes", action="store_true", help="also remove named volumes and their data")
     p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
+    p = add("lab", cmd_lab, "a lab of hosts on one machine: network namespaces with their own Docker "
+                            "engines and salt-minions, a salt-master and a registry (a test bed)")
+    p.add_argument("action", choices=("up", "down", "status", "push"),
+                   help="up: make or repair it; down: remove all it made; status: which minions answer; "
+                        "push: copy images into its registry")
+    p.add_argument("images", nargs="*", help="push: images of this machine's engine")
+    p.add_argument("--hosts", type=int, default=3, help="how many hosts (lab/topology.yml lists them; default 3)")
+    p.add_argument("--name", default="kslab", help="the lab's name, the prefix of all it makes (default kslab)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
 

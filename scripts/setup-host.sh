@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares this host for kolla-salt: the project's virtualenv, the Docker
-# engine and debootstrap. Idempotent: a second run prints nothing but "ready".
+# engine, debootstrap and the lab's registry and skopeo. Idempotent: a second run prints nothing but "ready".
 # Usage: scripts/setup-host.sh [--help]
 set -euo pipefail
 
@@ -22,6 +22,9 @@ need_pkgs=()
 [ -x /usr/sbin/dockerd ] || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
+# The lab (`kolla-salt lab`): a registry its hosts pull from, skopeo to push to it.
+command -v docker-registry >/dev/null 2>&1 || need_pkgs+=(docker-registry)
+command -v skopeo >/dev/null 2>&1 || need_pkgs+=(skopeo)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   step "installing ${need_pkgs[*]} (apt-get, log in $LOG_DIR/apt.log)"
   export DEBIAN_FRONTEND=noninteractive

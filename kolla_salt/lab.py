@@ -1,0 +1,319 @@
+"""A lab of hosts on one machine (`kolla-salt lab up|down|status|push`).
+
+Each host is a network namespace with its own address (lab/topology.yml, in
+198.18.0.0/15, the range for network test beds), its own Docker engine (own
+data root, exec root, pid file and socket, started inside the namespace and a
+UTS namespace of its own, so `--network host` containers see that host's
+address and name) and its own salt-minion whose id is the host's name. The
+hosts' links meet on a bridge in a namespace of its own, the switch: a bridge
+in the machine's namespace would be filtered by Docker's FORWARD chain. On the
+switch listen the salt-master (keys accepted by `lab up`) and a registry
+(Debian's docker-registry, the Distribution registry) from which the hosts pull.
+
+Nothing here touches the machine's own engine, its namespace or a deployment
+on it: everything the lab makes is named `<lab>-...` (namespaces, links) or
+lives under /var/lib/kolla-salt-lab/<lab> and /run/kolla-salt-lab/<lab>, and
+`lab down` removes exactly that, ending only the processes whose pid files it
+wrote. `lab up` on a machine where the lab exists starts what is missing.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from . import paths
+from .errors import KollaError
+
+TOPOLOGY = paths.REPO / "lab" / "topology.yml"
+DATA_ROOT = Path("/var/lib/kolla-salt-lab")
+RUN_ROOT = Path("/run/kolla-salt-lab")
+# Commands the lab runs, and the Debian package of each (`make setup` installs them).
+NEEDED = {"ip": "iproute2", "nsenter": "util-linux", "unshare": "util-linux", "dockerd": "docker.io",
+          "docker-registry": "docker-registry", "skopeo": "skopeo"}
+SALT_BIN = Path(sys.executable).parent
+
+
+def load_topology(path=TOPOLOGY):
+    return yaml.safe_load(Path(path).read_text())
+
+
+def run(*cmd, check=True):
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise KollaError(f"lab: `{' '.join(map(str, cmd))}` failed: {(proc.stderr or proc.stdout).strip()}")
+    return proc
+
+
+class Lab:
+    def __init__(self, name="kslab", hosts=3, topology=None, out=print):
+        self.name, self.out = name, out
+        self.topology = topology or load_topology()
+        if not 1 <= hosts <= len(self.topology["hosts"]):
+            raise KollaError(f"lab: --hosts must be 1 to {len(self.topology['hosts'])} ({TOPOLOGY} lists them)")
+        self.hosts = self.topology["hosts"][:hosts]
+        self.data = DATA_ROOT / name
+        self.rundir = RUN_ROOT / name
+        self.switch = f"{name}-sw"
+        self.prefix_len = self.topology["network"].split("/")[1]
+        self.registry = f"{self.topology['switch']}:{self.topology['registry_port']}"
+
+    # -- names ---------------------------------------------------------------------------
+    def netns(self, host):
+        return f"{self.name}-{host['name']}"
+
+    def engine_socket(self, host):
+        return self.rundir / f"{host['name']}.sock"
+
+    def docker_host(self, host):
+        return f"unix://{self.engine_socket(host)}"
+
+    # -- up --------------------------------------------------------------------------------
+    def up(self):
+        missing = sorted({pkg for cmd, pkg in NEEDED.items() if not shutil.which(cmd)})
+        if missing:
+            raise KollaError(f"lab: missing packages: {', '.join(missing)} (`make setup` installs them)")
+        started = time.monotonic()
+        self.data.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.rundir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._switch()
+        for index, host in enumerate(self.hosts, 1):
+            self._host_link(index, host)
+        self._registry()
+        for host in self.hosts:
+            self._engine(host)
+        self._master()
+        for host in self.hosts:
+            self._minion(host)
+        self._accept_keys()
+        self.out(f"[lab] {self.name}: {len(self.hosts)} host(s) up in {time.monotonic() - started:.0f} s; "
+                 f"master and registry on {self.topology['switch']}")
+        return self.describe()
+
+    def _namespaces(self):
+        out = run("ip", "netns", "list").stdout
+        return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+    def _switch(self):
+        if self.switch in self._namespaces():
+            return
+        self.out(f"[lab] switch: namespace {self.switch}, bridge with {self.topology['switch']}")
+        run("ip", "netns", "add", self.switch)
+        run("ip", "-n", self.switch, "link", "set", "lo", "up")
+        run("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+        run("ip", "-n", self.switch, "addr", "add", f"{self.topology['switch']}/{self.prefix_len}", "dev", "br0")
+        run("ip", "-n", self.switch, "link", "set", "br0", "up")
+
+    def _host_link(self, index, host):
+        ns = self.netns(host)
+        if ns not in self._namespaces():
+            run("ip", "netns", "add", ns)
+        if run("ip", "-n", ns, "link", "show", "eth0", check=False).returncode == 0:
+            return
+        self.out(f"[lab] {host['name']}: namespace {ns}, eth0 {host['address']}")
+        inside, outside = f"{self.name}-{index}h", f"{self.name}-{index}s"
+        run("ip", "-n", self.switch, "link", "del", outside, check=False)   # left by a host half made
+        run("ip", "link", "add", inside, "type", "veth", "peer", "name", outside)
+        run("ip", "link", "set", inside, "netns", ns)
+        run("ip", "link", "set", outside, "netns", self.switch)
+        run("ip", "-n", ns, "link", "set", inside, "name", "eth0")
+        run("ip", "-n", ns, "addr", "add", f"{host['address']}/{self.prefix_len}", "dev", "eth0")
+        run("ip", "-n", ns, "link", "set", "eth0", "up")
+        run("ip", "-n", ns, "link", "set", "lo", "up")
+        run("ip", "-n", self.switch, "link", "set", outside, "master", "br0", "up")
+
+    # -- daemons: each started in its own session, its pid in <run>/<what>.pid ----------------
+    def _alive(self, what):
+        """Its pid runs, and is ours: every daemon of the lab names a path under its data."""
+        pid = self._pid(what)
+        try:
+            return pid is not None and str(self.data).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    def _pid(self, what):
+        try:
+            return int((self.rundir / f"{what}.pid").read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _start(self, what, cmd, env=None):
+        log = open(self.data / f"{what}.log", "ab")
+        proc = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, env={**os.environ, **(env or {})})
+        (self.rundir / f"{what}.pid").write_text(str(proc.pid))
+        return proc
+
+    def _wait(self, what, ready, timeout=90):
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if not Path(f"/proc/{self._pid(what)}").exists():   # (its command line changes while it execs)
+                raise KollaError(f"lab: {what} exited; see {self.data / (what + '.log')}")
+            if time.monotonic() > deadline:
+                raise KollaError(f"lab: {what} not ready after {timeout} s; see {self.data / (what + '.log')}")
+            time.sleep(0.5)
+
+    def _in_switch_reachable(self, address, port):
+        probe = f"import socket; socket.create_connection(('{address}', {port}), 1).close()"
+        return run("ip", "netns", "exec", self.switch, sys.executable, "-c", probe, check=False).returncode == 0
+
+    def _registry(self):
+        if self._alive("registry"):
+            return
+        self.out(f"[lab] registry: {self.registry} (storage {self.data / 'registry'})")
+        config = self.data / "registry.yml"
+        config.write_text(yaml.safe_dump({
+            "version": 0.1, "log": {"level": "warn"},
+            "storage": {"filesystem": {"rootdirectory": str(self.data / "registry")}, "delete": {"enabled": True}},
+            "http": {"addr": self.registry}}))
+        self._start("registry", ["ip", "netns", "exec", self.switch, "docker-registry", "serve", config])
+        self._wait("registry", lambda: self._in_switch_reachable(self.topology["switch"], self.topology["registry_port"]))
+
+    def _engine(self, host):
+        what = f"{host['name']}-engine"
+        if self._alive(what):
+            return
+        self.out(f"[lab] {host['name']}: Docker engine (socket {self.engine_socket(host)})")
+        root = self.data / host["name"]
+        exec_root = self.rundir / host["name"]
+        # nsenter and unshare exec: the pid written is dockerd's. The UTS namespace
+        # gives the host (and its --network host containers) its own name.
+        dockerd = (f"hostname {host['name']}; exec dockerd --data-root {root / 'docker'} --exec-root {exec_root} "
+                   f"--pidfile {self.rundir / (host['name'] + '-dockerd.pid')} -H {self.docker_host(host)} "
+                   f"--bridge=none --iptables=false --ip-masq=false --cgroup-parent=/{self.name}-{host['name']} "
+                   f"--insecure-registry={self.registry}")
+        self._start(what, ["nsenter", f"--net=/run/netns/{self.netns(host)}", "unshare", "--uts", "sh", "-c", dockerd])
+        import docker
+        self._wait(what, lambda: _pings(docker, self.docker_host(host)))
+
+    def _master_dir(self):
+        return self.data / "master"
+
+    def _salt(self, tool, *args, timeout=60):
+        """A salt command against the lab's master, run in the switch's namespace."""
+        return run("ip", "netns", "exec", self.switch, "timeout", str(timeout), SALT_BIN / tool,
+                   "-c", self._master_dir(), *args, check=False)
+
+    def _master(self):
+        if self._alive("master"):
+            return
+        self.out(f"[lab] salt-master on {self.topology['switch']}")
+        root = self._master_dir()
+        (self.data / "pillar").mkdir(exist_ok=True)
+        root.mkdir(exist_ok=True)
+        (root / "master").write_text(yaml.safe_dump({
+            "interface": self.topology["switch"], "root_dir": str(root), "user": "root",
+            "sock_dir": str(self.rundir / "master-sock"), "pidfile": str(self.rundir / "salt-master.pid"),
+            "log_file": str(self.data / "master-salt.log"), "log_level_logfile": "warning",
+            "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
+            "pillar_roots": {"base": [str(self.data / "pillar")]},
+        }))
+        self._start("master", ["ip", "netns", "exec", self.switch, SALT_BIN / "salt-master", "-c", root, "-l", "quiet"])
+        self._wait("master", lambda: self._in_switch_reachable(self.topology["switch"], 4506))
+
+    def _minion(self, host):
+        what = f"{host['name']}-minion"
+        if self._alive(what):
+            return
+        self.out(f"[lab] {host['name']}: salt-minion")
+        root = self.data / host["name"] / "salt"
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "minion").write_text(yaml.safe_dump({
+            "id": host["name"], "master": self.topology["switch"], "root_dir": str(root),
+            "sock_dir": str(self.rundir / f"{host['name']}-sock"),
+            "pidfile": str(self.rundir / f"{host['name']}-salt-minion.pid"),
+            "log_file": str(self.data / f"{host['name']}-salt.log"), "log_level_logfile": "warning",
+            "acceptance_wait_time": 1, "grains": {"kolla_lab": self.name, "kolla_lab_address": host["address"]},
+        }))
+        self._start(what, ["ip", "netns", "exec", self.netns(host), SALT_BIN / "salt-minion", "-c", root, "-l", "quiet"],
+                    env={"DOCKER_HOST": self.docker_host(host)})
+
+    def _accept_keys(self):
+        names = {h["name"] for h in self.hosts}
+        deadline = time.monotonic() + 90
+        while True:
+            keys = json.loads(self._salt("salt-key", "-L", "--out=json").stdout or "{}")
+            pending = names & set(keys.get("minions_pre", []))
+            for name in sorted(pending):
+                self._salt("salt-key", "-y", "-a", name)
+                self.out(f"[lab] {name}: key accepted")
+            answered = self.ping()
+            if names <= answered:
+                return
+            if time.monotonic() > deadline:
+                raise KollaError(f"lab: minions not answering after 90 s: {', '.join(sorted(names - answered))}")
+            time.sleep(1)
+
+    def ping(self):
+        """Hosts whose minion answers the master."""
+        proc = self._salt("salt", "*", "test.ping", "--out=json", "--static", "-t", "5", timeout=30)
+        try:
+            return {k for k, v in json.loads(proc.stdout or "{}").items() if v is True}
+        except json.JSONDecodeError:
+            return set()
+
+    def describe(self):
+        return {"name": self.name, "switch": self.topology["switch"], "registry": self.registry,
+                "master_config": str(self._master_dir()),
+                "hosts": [{**h, "namespace": self.netns(h), "docker_host": self.docker_host(h)} for h in self.hosts]}
+
+    # -- images --------------------------------------------------------------------------
+    def push(self, refs):
+        """Copies images from the machine's engine into the lab's registry (skopeo, run on
+        the switch: the machine's own namespace has no route into the lab)."""
+        for ref in refs:
+            started = time.monotonic()
+            run("ip", "netns", "exec", self.switch, "skopeo", "copy", "--quiet", "--dest-tls-verify=false",
+                f"docker-daemon:{ref}", f"docker://{self.registry}/{ref}")
+            self.out(f"[lab] pushed {ref} to {self.registry} ({time.monotonic() - started:.1f} s)")
+
+    # -- down ------------------------------------------------------------------------------
+    def down(self):
+        """Removes everything this lab made, and nothing else."""
+        stopped = []
+        for what in [f"{h['name']}-minion" for h in self.topology["hosts"]] + ["master", "registry"] + [
+                f"{h['name']}-engine" for h in self.topology["hosts"]]:
+            if self._stop(what):
+                stopped.append(what)
+        for mount in sorted(_mounts_under(self.rundir, self.data), reverse=True):
+            run("umount", "-l", mount, check=False)
+        namespaces = sorted(ns for ns in self._namespaces() if ns.startswith(f"{self.name}-"))
+        for ns in namespaces:
+            run("ip", "netns", "del", ns)
+        for folder in (self.data, self.rundir):
+            shutil.rmtree(folder, ignore_errors=True)
+        self.out(f"[lab] {self.name}: stopped {', '.join(stopped) or 'nothing'}; removed "
+                 f"{len(namespaces)} namespace(s) and the lab's data")
+
+    def _stop(self, what, timeout=30):
+        pid = self._pid(what)
+        if not self._alive(what):
+            return False
+        try:
+            os.killpg(pid, signal.SIGTERM)   # its session: the daemon and what it started
+        except ProcessLookupError:
+            return False
+        deadline = time.monotonic() + timeout
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if Path(f"/proc/{pid}").exists():
+            os.killpg(pid, signal.SIGKILL)
+        return True
+
+
+def _pings(docker, base_url):
+    try:
+        return docker.DockerClient(base_url=base_url, timeout=5).ping()
+    except Exception:  # not up yet
+        return False
+
+
+def _mounts_under(*roots):
+    with open("/proc/mounts") as f:
+        points = [line.split()[1] for line in f]
+    return [p for p in points if any(p == str(r) or p.startswith(f"{r}/") for r in roots)]

@@ -1,0 +1,81 @@
+"""The lab: hosts on one machine, each a network namespace with its own Docker
+engine and salt-minion, a salt-master and a registry on the lab's switch. Its own
+name (kstlab), so it never meets a user's lab; `lab down` leaves nothing behind."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import pytest
+
+from kolla_salt.inventory import default_image
+from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
+
+pytestmark = pytest.mark.integration
+KOLLA = str(Path(sys.executable).parent / "kolla-salt")
+NAME = "kstlab"
+
+
+def lab(*args):
+    proc = subprocess.run([KOLLA, "lab", *args, "--name", NAME, "--hosts", "2"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def namespaces():
+    return [line.split()[0] for line in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                                       text=True).stdout.splitlines() if line.startswith(NAME)]
+
+
+@pytest.fixture(scope="module")
+def hosts(built_images):
+    built_images("memcached")
+    try:
+        lab("up")
+        yield Lab(NAME, 2).describe()["hosts"]
+    finally:
+        lab("down")
+
+
+def test_hosts_answer_the_master_and_pull_from_the_registry(hosts):
+    assert "host1\t198.18.0.11\tanswers" in lab("status") and "host2\t198.18.0.12\tanswers" in lab("status")
+    image = default_image("memcached")
+    lab("push", image)
+    host1 = docker.DockerClient(base_url=hosts[0]["docker_host"], timeout=120)
+    pulled = host1.images.pull(f"198.18.0.1:5000/{image}")
+    container = host1.containers.run(pulled.id, ["/usr/bin/memcached", "-u", "memcache", "-l", "198.18.0.11"],
+                                     name="kstlab-memcached", network_mode="host", detach=True)
+    try:
+        assert container.exec_run(["hostname"]).output.decode().strip() == "host1"
+        # host2 reaches host1's --network host container at host1's address.
+        probe = ("import socket,time\nfor _ in range(50):\n  try: c = socket.create_connection(('198.18.0.11', 11211), 2)\n"
+                 "  except OSError: time.sleep(0.2); continue\n  c.sendall(b'stats\\r\\n'); print(c.recv(64)); break\n")
+        out = subprocess.run(["ip", "netns", "exec", hosts[1]["namespace"], sys.executable, "-c", probe],
+                             capture_output=True, text=True, timeout=60).stdout
+        assert "STAT pid" in out
+    finally:
+        container.remove(force=True)
+    # The machine's own engine does not know the lab's containers.
+    assert "kstlab-memcached" not in [c.name for c in docker.from_env().containers.list(all=True)]
+
+
+def test_lab_up_repairs_a_dead_engine(hosts):
+    pid = int((RUN_ROOT / NAME / "host2-engine.pid").read_text())
+    os.kill(pid, signal.SIGKILL)
+    while Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    assert "host2: Docker engine" in lab("up")
+    assert docker.DockerClient(base_url=hosts[1]["docker_host"], timeout=30).ping()
+
+
+def test_lab_down_leaves_nothing_behind(hosts):
+    pids = [int(p.read_text()) for p in (RUN_ROOT / NAME).glob("*.pid")]
+    lab("down")
+    assert namespaces() == []
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert not (DATA_ROOT / NAME).exists() and not (RUN_ROOT / NAME).exists()
+    assert not [line for line in Path("/proc/mounts").read_text().splitlines() if f"/{NAME}" in line]
