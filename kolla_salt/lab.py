@@ -37,6 +37,10 @@ RUN_ROOT = Path("/run/kolla-salt-lab")
 NEEDED = {"ip": "iproute2", "nsenter": "util-linux", "unshare": "util-linux", "dockerd": "docker.io",
           "docker-registry": "docker-registry", "skopeo": "skopeo"}
 SALT_BIN = Path(sys.executable).parent
+# Folders each host has its own of (a mount namespace per host): what kolla-salt
+# writes on a host (rendered config, state, logs). Empty mount points are made on
+# the machine where missing; the machine's own contents stay untouched.
+HOST_FOLDERS = ("/etc/kolla", "/etc/kolla-salt", "/var/lib/kolla-salt", "/var/log/kolla")
 
 
 def load_topology(path=TOPOLOGY):
@@ -182,19 +186,25 @@ class Lab:
         root = self.data / host["name"]
         exec_root = self.rundir / host["name"]
         # nsenter and unshare exec: the pid written is dockerd's. The UTS namespace
-        # gives the host (and its --network host containers) its own name.
-        dockerd = (f"hostname {host['name']}; exec dockerd --data-root {root / 'docker'} --exec-root {exec_root} "
+        # gives the host (and its --network host containers) its own name; a mount
+        # namespace of its own gives it its own HOST_FOLDERS (bind mounts of its
+        # containers resolve there), which its minion shares.
+        binds = "; ".join(f"mkdir -p {root / 'fs' / folder.strip('/')} {folder} && "
+                          f"mount --bind {root / 'fs' / folder.strip('/')} {folder}" for folder in HOST_FOLDERS)
+        dockerd = (f"hostname {host['name']}; {binds}; "
+                   f"exec dockerd --data-root {root / 'docker'} --exec-root {exec_root} "
                    f"--pidfile {self.rundir / (host['name'] + '-dockerd.pid')} -H {self.docker_host(host)} "
                    f"--bridge=none --iptables=false --ip-masq=false --cgroup-parent=/{self.name}-{host['name']} "
                    f"--insecure-registry={self.registry}")
-        self._start(what, ["nsenter", f"--net=/run/netns/{self.netns(host)}", "unshare", "--uts", "sh", "-c", dockerd])
+        self._start(what, ["nsenter", f"--net=/run/netns/{self.netns(host)}", "unshare", "--uts", "--mount",
+                           "--propagation", "private", "sh", "-c", dockerd])
         import docker
         self._wait(what, lambda: _pings(docker, self.docker_host(host)))
 
     def _master_dir(self):
         return self.data / "master"
 
-    def _salt(self, tool, *args, timeout=60):
+    def salt(self, tool, *args, timeout=60):
         """A salt command against the lab's master, run in the switch's namespace."""
         return run("ip", "netns", "exec", self.switch, "timeout", str(timeout), SALT_BIN / tool,
                    "-c", self._master_dir(), *args, check=False)
@@ -230,17 +240,20 @@ class Lab:
             "log_file": str(self.data / f"{host['name']}-salt.log"), "log_level_logfile": "warning",
             "acceptance_wait_time": 1, "grains": {"kolla_lab": self.name, "kolla_lab_address": host["address"]},
         }))
-        self._start(what, ["ip", "netns", "exec", self.netns(host), SALT_BIN / "salt-minion", "-c", root, "-l", "quiet"],
+        # In its engine's namespaces: the host's network, name and folders.
+        engine = f"/proc/{self._pid(host['name'] + '-engine')}/ns"
+        self._start(what, ["nsenter", f"--net={engine}/net", f"--uts={engine}/uts", f"--mount={engine}/mnt",
+                           SALT_BIN / "salt-minion", "-c", root, "-l", "quiet"],
                     env={"DOCKER_HOST": self.docker_host(host)})
 
     def _accept_keys(self):
         names = {h["name"] for h in self.hosts}
         deadline = time.monotonic() + 90
         while True:
-            keys = json.loads(self._salt("salt-key", "-L", "--out=json").stdout or "{}")
+            keys = json.loads(self.salt("salt-key", "-L", "--out=json").stdout or "{}")
             pending = names & set(keys.get("minions_pre", []))
             for name in sorted(pending):
-                self._salt("salt-key", "-y", "-a", name)
+                self.salt("salt-key", "-y", "-a", name)
                 self.out(f"[lab] {name}: key accepted")
             answered = self.ping()
             if names <= answered:
@@ -251,7 +264,7 @@ class Lab:
 
     def ping(self):
         """Hosts whose minion answers the master."""
-        proc = self._salt("salt", "*", "test.ping", "--out=json", "--static", "-t", "5", timeout=30)
+        proc = self.salt("salt", "*", "test.ping", "--out=json", "--static", "-t", "5", timeout=30)
         try:
             return {k for k, v in json.loads(proc.stdout or "{}").items() if v is True}
         except json.JSONDecodeError:

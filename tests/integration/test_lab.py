@@ -72,6 +72,21 @@ def test_lab_up_repairs_a_dead_engine(hosts):
     assert docker.DockerClient(base_url=hosts[1]["docker_host"], timeout=30).ping()
 
 
+def test_each_host_has_folders_of_its_own(hosts):
+    """What kolla-salt writes on a host (/etc/kolla, its state, its logs) is that
+    host's: its minion sees it, the other host and this machine do not."""
+    import json
+    lab_ = Lab(NAME, 2)
+    probe = "/etc/kolla/kstlab-probe"
+    out = lab_.salt("salt", "host1", "file.write", probe, "host1 was here", "--out=json").stdout
+    assert "Wrote" in out, out
+    seen = json.loads(lab_.salt("salt", "*", "file.file_exists", probe, "--out=json", "--static").stdout)
+    assert seen == {"host1": True, "host2": False}
+    assert not Path(probe).exists()
+    grains = json.loads(lab_.salt("salt", "host2", "grains.item", "host", "ip4_interfaces", "--out=json").stdout)
+    assert grains["host2"]["host"] == "host2" and grains["host2"]["ip4_interfaces"]["eth0"] == ["198.18.0.12"]
+
+
 def test_lab_down_leaves_nothing_behind(hosts):
     pids = [int(p.read_text()) for p in (RUN_ROOT / NAME).glob("*.pid")]
     lab("down")
