@@ -102,8 +102,16 @@ def image_folder(ref):
 
 
 def image_ref(settings, name, tag=None):
-    """namespace/name:tag; the tag `kolla-salt build` gives is the release's (openstack_tag)."""
-    return f"{settings['docker_namespace']}/{name}:{tag or settings['openstack_tag']}"
+    """[registry/]namespace/name:tag; the tag `kolla-salt build` gives is the release's
+    (openstack_tag). With docker_registry, builds are tagged for it and hosts pull from it."""
+    registry = settings.get("docker_registry")
+    return f"{registry + '/' if registry else ''}{settings['docker_namespace']}/{name}:{tag or settings['openstack_tag']}"
+
+
+def from_registry(ref):
+    """Whether an image reference names a registry (host[:port]/...): such an image is pulled."""
+    first = ref.split("/")[0]
+    return "/" in ref and ("." in first or ":" in first or first == "localhost")
 
 
 def rootfs_ref(settings):

@@ -13,6 +13,7 @@ import yaml
 
 from . import healthloop, paths
 from .errors import KollaError, ValidationError
+from .build import from_registry
 from .inventory import in_set
 from .spec import LABEL_RELEASE
 
@@ -123,8 +124,8 @@ def _check_images(services):
     for service in services:
         held = {c["spec"]["name"] for c in service["containers"] if c.get("pin") is not None}
         for spec in _service_specs(service):
-            if spec["name"] in held:
-                continue
+            if spec["name"] in held or from_registry(spec["image"]):
+                continue    # held: runs its recorded image; from a registry: pulled by the host
             try:
                 client.images.get(spec["image"])
             except docker.errors.ImageNotFound:

@@ -23,7 +23,7 @@ import docker
 import docker.errors
 
 from . import generations
-from .build import image_folder, remove_if_orphaned
+from .build import from_registry, image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
                    LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash, declared_spec, diff)
@@ -149,9 +149,18 @@ class ContainerManager:
         return found[0] if found else None
 
     def _check_image(self, spec):
+        """The spec's image; one from a registry (docker_registry) is pulled when missing
+        (also under --test: comparing needs its id; what runs does not change)."""
         try:
             return self.client.images.get(spec.image)
         except docker.errors.ImageNotFound:
+            if from_registry(spec.image):
+                self.out(f"{spec.name}: pulling {spec.image}")
+                try:
+                    return self.client.images.pull(spec.image)
+                except docker.errors.APIError as error:
+                    raise ImageMissing(f"container {spec.name}: image {spec.image} could not be pulled: "
+                                       f"{error.explanation or error}") from None
             raise ImageMissing(f"container {spec.name}: image {spec.image} is not on this host; "
                                f"build it with `kolla-salt build {image_folder(spec.image)}`")
 

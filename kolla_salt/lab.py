@@ -91,6 +91,7 @@ class Lab:
         self._registry()
         for host in self.hosts:
             self._engine(host)
+        self._operator_folder()
         self._master()
         for host in self.hosts:
             self._minion(host)
@@ -209,19 +210,34 @@ class Lab:
         return run("ip", "netns", "exec", self.switch, "timeout", str(timeout), SALT_BIN / tool,
                    "-c", self._master_dir(), *args, check=False)
 
+    def config_dir(self):
+        """The lab's operator folder (globals.yml, passwords.yml): the master's pillar."""
+        return self.data / "config"
+
+    def _operator_folder(self):
+        folder = self.config_dir()
+        if (folder / "globals.yml").exists():
+            return
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "globals.yml").write_text(
+            "# The lab's globals.yml: every host's API address is its eth0 (lab/topology.yml),\n"
+            "# and hosts pull their images from the lab's registry (`kolla-salt lab push`).\n"
+            + yaml.safe_dump({"network_interface": "eth0", "docker_registry": self.registry}))
+        run(SALT_BIN / "kolla-salt", "--config-dir", folder, "genpwd")
+        self.out(f"[lab] operator folder {folder} (globals.yml, passwords.yml)")
+
     def _master(self):
         if self._alive("master"):
             return
         self.out(f"[lab] salt-master on {self.topology['switch']}")
         root = self._master_dir()
-        (self.data / "pillar").mkdir(exist_ok=True)
         root.mkdir(exist_ok=True)
         (root / "master").write_text(yaml.safe_dump({
             "interface": self.topology["switch"], "root_dir": str(root), "user": "root",
             "sock_dir": str(self.rundir / "master-sock"), "pidfile": str(self.rundir / "salt-master.pid"),
             "log_file": str(self.data / "master-salt.log"), "log_level_logfile": "warning",
             "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
-            "pillar_roots": {"base": [str(self.data / "pillar")]},
+            "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(self.config_dir()),
         }))
         self._start("master", ["ip", "netns", "exec", self.switch, SALT_BIN / "salt-master", "-c", root, "-l", "quiet"])
         self._wait("master", lambda: self._in_switch_reachable(self.topology["switch"], 4506))
@@ -272,7 +288,7 @@ class Lab:
 
     def describe(self):
         return {"name": self.name, "switch": self.topology["switch"], "registry": self.registry,
-                "master_config": str(self._master_dir()),
+                "master_config": str(self._master_dir()), "config_dir": str(self.config_dir()),
                 "hosts": [{**h, "namespace": self.netns(h), "docker_host": self.docker_host(h)} for h in self.hosts]}
 
     # -- images --------------------------------------------------------------------------

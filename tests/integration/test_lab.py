@@ -87,6 +87,41 @@ def test_each_host_has_folders_of_its_own(hosts):
     assert grains["host2"]["host"] == "host2" and grains["host2"]["ip4_interfaces"]["eth0"] == ["198.18.0.12"]
 
 
+def test_the_master_deploys_on_every_host_pulling_from_the_registry(hosts):
+    """memcached on both hosts from the master (salt '*' state.apply kolla.deploy):
+    each host pulls the image from the lab's registry and serves on its own address;
+    a second run through the master changes nothing."""
+    import json
+
+    import yaml
+    lab_ = Lab(NAME, 2)
+    globals_file = Path(lab_.config_dir()) / "globals.yml"
+    settings = yaml.safe_load(globals_file.read_text())
+    assert settings == {"network_interface": "eth0", "docker_registry": "198.18.0.1:5000"}
+    settings.update(enable_mariadb=False, enable_rabbitmq=False, enable_keystone=False, enable_cron=False)
+    globals_file.write_text(yaml.safe_dump(settings))
+    lab("push", default_image("memcached"))
+    assert lab_.salt("salt", "*", "saltutil.sync_all", timeout=120).returncode == 0
+
+    def deploy():
+        proc = lab_.salt("salt", "*", "state.apply", "kolla.deploy", "--out=json", "--static", timeout=600)
+        results = json.loads(proc.stdout)
+        assert proc.returncode == 0 and sorted(results) == ["host1", "host2"], proc.stdout[-2000:]
+        return {host: [r["comment"] for r in states.values() if r["changes"]] for host, states in results.items()}
+
+    first = deploy()
+    for host in ("host1", "host2"):
+        assert "memcached created, generation 1 is healthy" in first[host]
+    probe = ("import socket\nc = socket.create_connection(('198.18.0.11', 11211), 3)\n"
+             "c.sendall(b'stats\\r\\n'); print(c.recv(64))\n")
+    out = subprocess.run(["ip", "netns", "exec", hosts[1]["namespace"], sys.executable, "-c", probe],
+                         capture_output=True, text=True, timeout=60).stdout
+    assert "STAT pid" in out
+    assert docker.DockerClient(base_url=hosts[1]["docker_host"]).containers.get("memcached").image.tags == [
+        f"198.18.0.1:5000/{default_image('memcached')}"]
+    assert deploy() == {"host1": [], "host2": []}
+
+
 def test_lab_down_leaves_nothing_behind(hosts):
     pids = [int(p.read_text()) for p in (RUN_ROOT / NAME).glob("*.pid")]
     lab("down")

@@ -28,3 +28,14 @@ def test_a_fresh_checkout_hashes_like_the_last_and_a_content_change_does_not(tmp
                   and p.name != "Dockerfile.j2")
     script.write_text(script.read_text() + "\n# changed\n")
     assert Builder.build_hash(context_of(first)) != Builder.build_hash(context_of(second))
+
+
+def test_a_registry_prefixes_image_references_and_marks_them_pulled():
+    from kolla_salt.build import from_registry, image_ref
+    settings = {"docker_namespace": "kolla-salt", "openstack_tag": "2026.1-source", "docker_registry": ""}
+    assert image_ref(settings, "keystone") == "kolla-salt/keystone:2026.1-source"
+    assert not from_registry(image_ref(settings, "keystone"))
+    settings["docker_registry"] = "198.18.0.1:5000"
+    assert image_ref(settings, "keystone") == "198.18.0.1:5000/kolla-salt/keystone:2026.1-source"
+    assert from_registry(image_ref(settings, "keystone"))
+    assert from_registry("registry.example.org/kolla/keystone:1") and from_registry("localhost/kolla/keystone:1")
