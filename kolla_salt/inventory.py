@@ -380,13 +380,32 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
     host = {"api_interface_address": interface_address(settings, interfaces or local_interfaces())}
     pins = load_pins(config_dir)
     services = build_services(settings, passwords, host, config_dir, minion_id, pins)
-    pillar = {"kolla": {"settings": {**settings, **host}, "passwords": passwords, "services": services,
+    pillar = {"kolla": {"settings": {**settings, **host}, "passwords": used_passwords(passwords, services),
+                        "services": services,
                         "pins": pins.describe()}}
     if settings["enable_health_loop"]:
         # A minion of a salt-master takes its beacons from pillar: the health loop's
         # beacon and restart policy, the same as the all-in-one daemon's.
         pillar.update(beacons={"kolla_health": beacon_config(settings)}, kolla_health=restart_settings(settings))
     return pillar
+
+
+def used_passwords(passwords, services):
+    """The passwords a host's services use (their values appear in its specs or files):
+    its pillar holds no other secret (a compute host gets no database root password)."""
+    texts = list(_strings(services))
+    return {key: value for key, value in passwords.items() if any(value in text for text in texts)}
+
+
+def _strings(data):
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for value in data.values():
+            yield from _strings(value)
+    elif isinstance(data, (list, tuple)):
+        for value in data:
+            yield from _strings(value)
 
 
 def local_interfaces():

@@ -66,21 +66,22 @@ def job(name, spec):
 
 def only_declared(name, declared_sets):
     """No container of this deployment belongs to a set outside `declared_sets` (the
-    services enabled for this host): those of a disabled service are removed, their
-    named volumes kept (data is never removed implicitly)."""
+    services enabled for this host, by enable_<service> and roles): the others are
+    removed, their named volumes kept (data is never removed implicitly)."""
     ret = _ret(name)
+    whose = "of services disabled or not meant for this host"
     try:
         found = __salt__["kolla_container.undeclared"](declared_sets)
         if not found:
-            ret.update(result=True, comment="no container of a disabled service")
+            ret.update(result=True, comment=f"no container {whose}")
             return ret
         if __opts__["test"]:
             ret.update(result=None, changes={"removed": found},
-                       comment=f"would remove {len(found)} container(s) of disabled services (volumes kept)")
+                       comment=f"would remove {len(found)} container(s) {whose} (volumes kept)")
             return ret
         removed = __salt__["kolla_container.remove_undeclared"](declared_sets)
         ret.update(result=True, changes={"removed": removed},
-                   comment=f"removed {len(removed)} container(s) of disabled services (volumes kept)")
+                   comment=f"removed {len(removed)} container(s) {whose} (volumes kept)")
     except KollaError as error:
         ret["comment"] = str(error)
     return ret

@@ -24,10 +24,11 @@ def test_a_disabled_service_is_removed_and_its_volumes_kept(kolla_env, built_ima
     memcached_before = started(docker_client, env, ["memcached"])
     env.write_globals(enable_cron=False)
     out = env.run("deploy", "--test").stdout
-    assert "would remove 1 container(s) of disabled services" in out and env.name("cron") in out
+    assert "would remove 1 container(s) of services disabled or not meant for this host" in out
+    assert env.name("cron") in out
     assert docker_client.containers.get(env.name("cron")).status == "running"   # --test changed nothing
     out = env.run("deploy").stdout
-    assert "removed 1 container(s) of disabled services (volumes kept)" in out
+    assert "removed 1 container(s) of services disabled or not meant for this host (volumes kept)" in out
     with pytest.raises(docker.errors.NotFound):
         docker_client.containers.get(cron.id)
     assert started(docker_client, env, ["memcached"]) == memcached_before

@@ -120,6 +120,17 @@ def test_the_master_deploys_on_every_host_pulling_from_the_registry(hosts):
     assert docker.DockerClient(base_url=hosts[1]["docker_host"]).containers.get("memcached").image.tags == [
         f"198.18.0.1:5000/{default_image('memcached')}"]
     assert deploy() == {"host1": [], "host2": []}
+    # host2 leaves the control role: the next deploy removes its memcached (volumes
+    # kept), and its pillar holds neither that service nor any secret.
+    settings["roles"] = {"control": ["host1"], "compute": ["host2"], "network": ["host1"], "storage": ["host1"]}
+    globals_file.write_text(yaml.safe_dump(settings))
+    changed = deploy()
+    assert changed["host1"] == [], changed
+    assert changed["host2"] == ["removed 1 container(s) of services disabled or not meant for this host "
+                                "(volumes kept)"], changed
+    assert [c.name for c in docker.DockerClient(base_url=hosts[1]["docker_host"]).containers.list(all=True)] == []
+    seen = json.loads(lab_.salt("salt", "host2", "pillar.items", "--out=json").stdout)["host2"]["kolla"]
+    assert seen["services"] == [] and seen["passwords"] == {}
 
 
 def test_lab_down_leaves_nothing_behind(hosts):

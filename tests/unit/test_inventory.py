@@ -122,3 +122,15 @@ def test_an_interface_the_host_does_not_have_is_refused(tmp_path):
         build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"], "eth0": ["198.18.0.2"]})
     write(tmp_path, "globals.yml", {})    # the all-in-one default, lo, stays valid
     assert build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["settings"]["api_interface"] == "lo"
+
+
+def test_a_host_receives_only_the_secrets_its_services_use(tmp_path):
+    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
+    write(tmp_path, "passwords.yml", {k: f"pw-{k}" for k in wanted})
+    write(tmp_path, "globals.yml", {"roles": {"control": ["ctl*"], "compute": ["cmp*"], "network": ["ctl*"],
+                                              "storage": ["ctl*"]}})
+    control = build_pillar(tmp_path, "ctl1", interfaces={"lo": ["127.0.0.1"]})["kolla"]
+    compute = build_pillar(tmp_path, "cmp1", interfaces={"lo": ["127.0.0.1"]})["kolla"]
+    assert {"database_password", "keystone_admin_password", "rabbitmq_password"} <= set(control["passwords"])
+    assert [s["name"] for s in compute["services"]] == ["cron"]
+    assert compute["passwords"] == {}
