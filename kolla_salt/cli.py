@@ -164,12 +164,15 @@ def _check_release_paths(services, allow_jump):
 
 
 def _state_apply(args, pillar, sls, extra_pillar=None, test=False):
+    from .inventory import load_passwords
     from .saltcall import salt_call
     settings = pillar["kolla"]["settings"]
     cli_pillar = json.dumps(extra_pillar or {})
     salt_args = ["state.apply", sls, f"pillar={cli_pillar}"] + (["test=True"] if test else [])
+    # Every password of passwords.yml is hidden from what is printed, not only those
+    # this host's pillar holds (the ones its services use).
     code, data = salt_call(args.config_dir, settings["kolla_state_directory"], salt_args,
-                           secrets=pillar["kolla"]["passwords"].values())
+                           secrets=load_passwords(args.config_dir).values())
     return code, data
 
 
