@@ -404,9 +404,11 @@ class ContainerManager:
             self._start_new(new, old, spec, generation, old_generation, beside=False)
             journal.step("healthy")
         self.history(spec.name).set_running(generation, journal.read()["previous_outcome"])
-        journal.end()
         self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
+        # Pruning kept generations is the swap's last step: killed here, it is completed
+        # (the new generation stays) and the next swap prunes.
         self._prune(spec.name)
+        journal.end()
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
         """Starts the new generation and waits for its check; True once it passes.
