@@ -25,9 +25,11 @@ import urllib.request
 import docker
 
 from common import BenchEnv
+from kolla_salt.build import discover
+from kolla_salt.spec import LABEL_RELEASE
 
 NAMESPACE = "kolla-bench"
-INFRASTRUCTURE = ("mariadb", "rabbitmq", "memcached", "cron", "toolbox")
+SERVICE_IMAGES = sorted(set(discover()) - {"base"})   # every image a service or job runs
 
 
 class TokenClient(threading.Thread):
@@ -60,12 +62,13 @@ class TokenClient(threading.Thread):
 
 def tag_images(client, release, next_release, distinct):
     """kolla-bench/<image>:<tag> for both releases; with `distinct`, the next
-    release's infrastructure images get content of their own."""
+    release's infrastructure images (those without a kolla.release label: the
+    same content in every release) get content of their own."""
     made = []
     for release_ in (release, next_release):
-        for name in (*INFRASTRUCTURE, "keystone"):
+        for name in SERVICE_IMAGES:
             image = client.images.get(f"kolla-salt/{name}:{release_}-source")
-            if distinct and release_ == next_release and name in INFRASTRUCTURE:
+            if distinct and release_ == next_release and LABEL_RELEASE not in image.labels:
                 image, _ = client.images.build(fileobj=io.BytesIO(f"FROM {image.id}\nLABEL kolla.bench=distinct\n"
                                                                   .encode()), rm=True)
             image.tag(f"{NAMESPACE}/{name}", f"{release_}-source")

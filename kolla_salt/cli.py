@@ -196,7 +196,10 @@ def summarise(data, out=print):
 
 
 def cmd_deploy(args):
-    pillar = _validated_pillar(args)
+    return _deploy(args, _validated_pillar(args))
+
+
+def _deploy(args, pillar):
     services = _select(pillar, _split(args.services))
     _check_release_paths(services, args.allow_release_jump)
     _check_images(services)
@@ -253,10 +256,12 @@ def cmd_upgrade(args):
             raise ValidationError([f"--set: no enabled service belongs to a set named '{args.set}'"])
     names = [s["name"] for s in services]
     everything = not (args.services or args.set)
-    # The jump check runs on the new declaration; refused, it is taken back.
-    check = lambda new: _check_release_paths([s for s in new["kolla"]["services"] if s["name"] in names],  # noqa: E731
-                                             args.allow_release_jump)
-    with _declaring(args.config_dir, check) as (user_globals, pins):
+    def refuse_a_jump(new):
+        """On the new declaration, before it is kept: a refused jump takes it back.
+        An allowed one is reported by the deploy that follows."""
+        _check_release_paths([s for s in new["kolla"]["services"] if s["name"] in names], allow_jump=False)
+
+    with _declaring(args.config_dir, None if args.allow_release_jump else refuse_a_jump) as (user_globals, pins):
         if args.release and everything:
             user_globals["openstack_release"] = args.release
             pins.services.clear()
@@ -280,7 +285,7 @@ def cmd_upgrade(args):
                          for spec in _service_specs(s)})
         Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
     args.services, args.test = ",".join(names), False
-    return cmd_deploy(args)
+    return _deploy(args, pillar)
 
 
 @contextlib.contextmanager
@@ -440,7 +445,7 @@ def cmd_unpin(args):
             if name in services:
                 found |= pins.services.pop(name, None) is not None
                 held = [c for c in pins.containers
-                        if c.startswith(prefix) and _service_of(settings, c) == name]
+                        if c.startswith(prefix) and _service_of(c) == name]
                 for container in held:
                     del pins.containers[container]
                 found |= bool(held)
@@ -450,12 +455,14 @@ def cmd_unpin(args):
     print("[unpin] run `kolla-salt deploy` to converge to globals.yml")
 
 
-def _service_of(settings, container_name):
+def _service_of(container_name):
     """The service a deployed container belongs to (its set label), or None."""
-    from .containers import ContainerManager
+    import docker.errors
     from .spec import LABEL_SET
-    container = ContainerManager.from_settings(settings, client=_client()).get(container_name)
-    return container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1] if container is not None else None
+    try:
+        return _client().containers.get(container_name).labels.get(LABEL_SET, "").rsplit("/", 1)[-1]
+    except docker.errors.NotFound:
+        return None
 
 
 def _set_containers(args, settings):
@@ -547,6 +554,10 @@ def build_parser():
                              "(default: $KOLLA_SALT_CONFIG_DIR or /etc/kolla-salt)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    def add_release_jump(p):
+        p.add_argument("--allow-release-jump", action="store_true",
+                       help="allow a release change outside OpenStack's upgrade paths (N -> N+1, SLURP)")
+
     def add(name, func, help_text):
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(func=func)
@@ -559,20 +570,18 @@ def build_parser():
     p = add("deploy", cmd_deploy, "deploy or reconfigure the services of this host (salt-call --local)")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--test", action="store_true", help="show what would change; change nothing")
-    p.add_argument("--allow-release-jump", action="store_true",
-                   help="allow a release change outside OpenStack's upgrade paths (N -> N+1, SLURP)")
+    add_release_jump(p)
     p = add("reconfigure", cmd_deploy, "same as deploy: re-render config, restart what changed")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--test", action="store_true", help="show what would change; change nothing")
-    p.add_argument("--allow-release-jump", action="store_true",
-                   help="allow a release change outside OpenStack's upgrade paths (N -> N+1, SLURP)")
+    add_release_jump(p)
     p = add("upgrade", cmd_upgrade, "upgrade in container-set tree order; a failed container "
                                     "is rolled back to its previous generation and the run stops")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--set", help="only the services of this set (top-level set or service name)")
-    p.add_argument("--release", help="the release to upgrade to (written to globals.yml)")
-    p.add_argument("--allow-release-jump", action="store_true",
-                   help="allow a release change outside OpenStack's upgrade paths (N -> N+1, SLURP)")
+    p.add_argument("--release", help="the release to upgrade to (globals.yml; with --services or --set, "
+                                     "pins.yml for those services)")
+    add_release_jump(p)
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
     add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml (keeps existing ones)")
     add("releases", cmd_releases, "list known OpenStack releases, oldest first")

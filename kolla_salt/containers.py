@@ -82,6 +82,20 @@ def passes_check(container, spec):
         return False
 
 
+def _serve_under_name(container, name):
+    """A generation a swap ends with (the new one, or the old one back): under `name`,
+    with the restart policy its spec declares (a swap sets "no" while it runs beside
+    another or is kept aside), running. True if it had to be started."""
+    container.reload()
+    if container.name != name:
+        container.rename(name)
+    container.update(restart_policy={"Name": declared_spec(container.labels).get("restart_policy", "always")})
+    if container.status == "running":
+        return False
+    container.start()
+    return True
+
+
 def redact(text, secrets):
     for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, "********")
@@ -109,7 +123,6 @@ class Target:
     spec: ContainerSpec
     image_id: str
     config_hash: str
-    pinned: int | None = None    # the generation pins.yml holds it at
 
 
 class ContainerManager:
@@ -171,7 +184,7 @@ class ContainerManager:
         if record is None:
             raise KollaError(f"pins.yml: containers.{spec.name}: generation {pin} is not in the history of "
                              f"{spec.name} (`kolla-salt history {spec.name}`; `kolla-salt unpin` removes the pin)")
-        return replace(self._target_from_record(spec.name, record), pinned=pin)
+        return self._target_from_record(spec.name, record)
 
     def _target_from_record(self, name, record):
         """A recorded generation as a target: its spec, the image it ran (by id if its
@@ -270,10 +283,7 @@ class ContainerManager:
             elif plan.action == "recreate":
                 self._swap(target, plan.generation)
             elif plan.action == "start":
-                container = self.get(spec.name)
-                if container.status != "running":
-                    container.start()
-                self.wait_healthy(container, target.spec)
+                self._start_and_wait(self.get(spec.name), target.spec)
                 self.history(spec.name).set_running(plan.generation)
         if recovered:
             plan.notes.append(recovered)
@@ -341,7 +351,8 @@ class ContainerManager:
         return args
 
     def _start_and_wait(self, container, spec):
-        container.start()
+        if container.status != "running":
+            container.start()
         self.wait_healthy(container, spec)
 
     def wait_healthy(self, container, spec, timeout=None):
@@ -397,18 +408,22 @@ class ContainerManager:
         self._retire(old, aside)
         if not healthy:
             journal.step("retired")
-        new.rename(spec.name)
-        if overlap:
-            new.update(restart_policy={"Name": spec.restart_policy})
-        if not healthy:
+            new.rename(spec.name)
             self._start_new(new, old, spec, generation, old_generation, beside=False)
             journal.step("healthy")
-        self.history(spec.name).set_running(generation, journal.read()["previous_outcome"])
+        self._complete(spec.name, new, generation, journal.read()["previous_outcome"])
         self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
-        # Pruning kept generations is the swap's last step: killed here, it is completed
-        # (the new generation stays) and the next swap prunes.
-        self._prune(spec.name)
-        journal.end()
+
+    def _complete(self, name, new, generation, previous_outcome):
+        """The end of a swap whose new generation passed its check (in _swap, or in
+        recover after a kill): it serves under its name with its declared restart
+        policy, history says it runs, kept generations are pruned, the journal goes.
+        Pruning comes before the journal's end: killed there, the swap is completed
+        again and the next one prunes."""
+        _serve_under_name(new, name)
+        self.history(name).set_running(generation, previous_outcome)
+        self._prune(name)
+        self.journal(name).end()
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
         """Starts the new generation and waits for its check; True once it passes.
@@ -444,12 +459,7 @@ class ContainerManager:
         history.set_outcome(generation, generations.FAILED)
         history.drop_snapshot(generation)
         if old is not None:
-            old.reload()
-            if old.name != name:
-                old.rename(name)
-            old.update(restart_policy={"Name": declared_spec(old.labels).get("restart_policy", "always")})
-            if old.status != "running":
-                old.start()
+            if _serve_under_name(old, name):
                 self.out(f"{name}: generation {generation} failed; generation {old_generation} is back")
             history.set_running(old_generation)
         self.journal(name).end()
@@ -467,14 +477,7 @@ class ContainerManager:
         if record["step"] == "healthy" and new is not None:
             if old is not None and old.name == name:
                 self._retire(old, f"{name}.gen{old_generation}")
-            if new.name != name:
-                new.rename(name)
-            new.update(restart_policy={"Name": declared_spec(new.labels).get("restart_policy", "always")})
-            new.reload()
-            if new.status != "running":
-                new.start()
-            self.history(name).set_running(generation, record["previous_outcome"])
-            self.journal(name).end()
+            self._complete(name, new, generation, record["previous_outcome"])
             done = f"completed the interrupted swap to generation {generation}"
         else:
             self._undo(name, new, old, generation, old_generation)

@@ -148,9 +148,9 @@ class Lab:
             return None
 
     def _start(self, what, cmd, env=None):
-        log = open(self.data / f"{what}.log", "ab")
-        proc = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env={**os.environ, **(env or {})})
+        with open(self.data / f"{what}.log", "ab") as log:   # the daemon keeps its own copy
+            proc = subprocess.Popen([str(c) for c in cmd], stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, env={**os.environ, **(env or {})})
         (self.rundir / f"{what}.pid").write_text(str(proc.pid))
         return proc
 
@@ -309,8 +309,6 @@ class Lab:
                 f"{h['name']}-engine" for h in self.topology["hosts"]]:
             if self._stop(what):
                 stopped.append(what)
-        for mount in sorted(_mounts_under(self.rundir, self.data), reverse=True):
-            run("umount", "-l", mount, check=False)
         namespaces = sorted(ns for ns in self._namespaces() if ns.startswith(f"{self.name}-"))
         for ns in namespaces:
             run("ip", "netns", "del", ns)
@@ -340,9 +338,3 @@ def _pings(docker, base_url):
         return docker.DockerClient(base_url=base_url, timeout=5).ping()
     except Exception:  # not up yet
         return False
-
-
-def _mounts_under(*roots):
-    with open("/proc/mounts") as f:
-        points = [line.split()[1] for line in f]
-    return [p for p in points if any(p == str(r) or p.startswith(f"{r}/") for r in roots)]

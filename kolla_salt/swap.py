@@ -10,7 +10,8 @@ reconfigure, a rollback). Before each step it writes where it is to
     retired   OLD is stopped and kept aside as <name>.gen<OLD>
     healthy   NEW passed its check: the swap is as good as done
 
-and removes the journal once history says NEW runs. The journal is only read
+and removes the journal once history says NEW runs and kept generations are
+pruned. The journal is only read
 while nobody holds <name>/swap.lock: the swapping process holds it (flock)
 from start to end, and the kernel releases it when that process dies, however
 it dies. A journal without a holder is an interrupted swap: `healthy` is
@@ -68,10 +69,7 @@ class SwapJournal:
         self._write(dict(self.read(), step=step))
 
     def end(self):
-        try:
-            self.file.unlink()
-        except FileNotFoundError:
-            pass
+        self.file.unlink(missing_ok=True)
 
     def _write(self, record):
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -55,17 +55,20 @@ def rollback(name):
     return {"returned_to": target, "generation": new}
 
 
+def _undeclared(manager, declared_sets):
+    return manager.undeclared(declared_sets, __pillar__["kolla"]["settings"]["container_name_prefix"])
+
+
 def undeclared(declared_sets):
     """Names of this deployment's containers whose set is not declared for this host."""
-    prefix = __pillar__["kolla"]["settings"]["container_name_prefix"]
-    return [c.name for c in _manager().undeclared(declared_sets, prefix)]
+    return [c.name for c in _undeclared(_manager(), declared_sets)]
 
 
 def remove_undeclared(declared_sets):
     """Removes them (never their volumes); returns the names removed."""
     manager = _manager()
     removed = []
-    for container in manager.undeclared(declared_sets, __pillar__["kolla"]["settings"]["container_name_prefix"]):
+    for container in _undeclared(manager, declared_sets):
         manager.remove(container)
         removed.append(container.name)
     return removed
