@@ -196,7 +196,47 @@ def summarise(data, out=print):
 
 
 def cmd_deploy(args):
+    if args.master:
+        return _orchestrate(args, "kolla.deploy", _split(args.services))
     return _deploy(args, _validated_pillar(args))
+
+
+def _orchestrate(args, sls, names, extra_pillar=None):
+    """deploy/upgrade through a salt-master: checks every host before anything changes
+    (kolla_salt.master.Master.preflight), then walks the set tree across hosts."""
+    from .master import host_returns
+    command = "upgrade" if sls == "kolla.upgrade" else "deploy"
+    pillars = args.master.preflight()
+    known = {s["name"] for pillar in pillars.values() for s in pillar["kolla"]["services"]}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValidationError([f"--services: '{n}' runs on no host (deployable: {', '.join(sorted(known))})"
+                               for n in unknown])
+    for host, pillar in sorted(pillars.items()):
+        print(f"[{command}] {host}: " + (", ".join(s["name"] for s in pillar["kolla"]["services"]
+                                                    if not names or s["name"] in names) or "nothing"))
+    for pin in next(iter(pillars.values()))["kolla"]["pins"]:
+        print(f"[{command}] pins.yml: {pin}")
+    print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} "
+          f"(set by set, each gated on the health of the one before)", flush=True)
+    ok, steps = args.master.orchestrate(sls, {**({"kolla_services": names} if names else {}),
+                                              **(extra_pillar or {})}, test=args.test)
+    changed = failed = 0
+    for step in steps:
+        for host, states in sorted(host_returns(step).items()):
+            host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
+            changed, failed = changed + host_changed, failed + host_failed
+        if step.get("result") is False:
+            failed += 1
+            print(f"FAILED  {step.get('name')}: {step.get('comment')}")
+    print(f"[{command}] {len(steps)} step(s) on {len(pillars)} host(s): {changed} changed, {failed} failed")
+    ok = ok and failed == 0
+    keystone_hosts = [p for _, p in sorted(pillars.items()) if any(s["name"] == "keystone" for s in p["kolla"]["services"])]
+    if ok and not args.test and keystone_hosts and (not names or "keystone" in names):
+        from .clouds import write_client_files
+        for path in write_client_files(args.config_dir, keystone_hosts[0]):
+            print(f"[{command}] wrote {path}")
+    return 0 if ok else 1
 
 
 def _deploy(args, pillar):
@@ -248,7 +288,12 @@ def cmd_upgrade(args):
     upgraded services' containers (rollback) are dropped."""
     if args.release:
         _release(args.release)
-    pillar = _validated_pillar(args)
+    if args.master:   # every host's services, each once
+        pillars = args.master.preflight().values()
+        pillar = {"kolla": {"services": list({s["name"]: s for p in pillars for s in p["kolla"]["services"]}.values()),
+                            "settings": next(iter(pillars))["kolla"]["settings"]}}
+    else:
+        pillar = _validated_pillar(args)
     services = _select(pillar, _split(args.services))
     if args.set:
         services = [s for s in services if in_set(s["set"], args.set)]
@@ -261,19 +306,25 @@ def cmd_upgrade(args):
         An allowed one is reported by the deploy that follows."""
         _check_release_paths([s for s in new["kolla"]["services"] if s["name"] in names], allow_jump=False)
 
-    with _declaring(args.config_dir, None if args.allow_release_jump else refuse_a_jump) as (user_globals, pins):
+    # Through a master the running releases are not read here (each host's engine is its own).
+    check = None if args.allow_release_jump or args.master else refuse_a_jump
+    with _declaring(args.config_dir, check, master=args.master) as (user_globals, pins):
         if args.release and everything:
             user_globals["openstack_release"] = args.release
             pins.services.clear()
         for service in services:
             if args.release and not everything:
                 pins.services[service["name"]] = {"release": args.release}
-            for container in service["containers"]:
-                pins.containers.pop(container["spec"]["name"], None)
+            for container in service["containers"]:   # held here, or on a host through a master
+                name = container["spec"]["name"]
+                for key in [k for k in pins.containers if k == name or k.endswith(":" + name)]:
+                    del pins.containers[key]
         # A service pinned to the release every service follows needs no pin.
         release = user_globals.get("openstack_release", pillar["kolla"]["settings"]["openstack_release"])
         for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
             del pins.services[name]
+    if args.master:   # hosts pull the new images from docker_registry
+        return _orchestrate(args, "kolla.upgrade", names, {"kolla_batch": args.batch})
     pillar = _validated_pillar(args)
     services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
@@ -289,12 +340,13 @@ def cmd_upgrade(args):
 
 
 @contextlib.contextmanager
-def _declaring(config_dir, check=None):
+def _declaring(config_dir, check=None, master=None):
     """Changes the declared state: yields (the operator's globals.yml as a dict, the
     Pins) for the body to change, then writes both, printing what changed. If the
-    new declaration does not validate, or `check(new pillar)` raises, both files are
-    restored and the error raised: a command refused leaves nothing changed."""
-    from .inventory import build_pillar, load_pins
+    new declaration does not validate (for this host, or through a master for where
+    services run), or `check(new pillar)` raises, both files are restored and the
+    error raised: a command refused leaves nothing changed."""
+    from .inventory import build_pillar, load_pins, placement
     path = Path(config_dir) / "globals.yml"
     globals_text = path.read_text() if path.exists() else None
     user_globals = (yaml.safe_load(globals_text) if globals_text else None) or {}
@@ -312,9 +364,12 @@ def _declaring(config_dir, check=None):
             pins.save()
             for line in pins.describe() or ["(no pins)"]:
                 print(f"[declared] {pins.path}: {line}")
-        pillar = build_pillar(config_dir, minion_id=socket.gethostname())
-        if check:
-            check(pillar)
+        if master:
+            placement(config_dir)
+        else:
+            pillar = build_pillar(config_dir, minion_id=socket.gethostname())
+            if check:
+                check(pillar)
     except BaseException:
         for file, text in ((path, globals_text), (pins.path, pins_text)):
             if text is None:
@@ -327,7 +382,9 @@ def _declaring(config_dir, check=None):
 def cmd_status(args):
     """What runs, in the set tree; what pins.yml holds; the health loop."""
     from .inventory import load_pins
-    from .status import collect, health_loop, render
+    from .status import collect, health_loop, render, render_hosts
+    if args.master:
+        return _status_through_master(args, load_pins(args.config_dir), render_hosts)
     settings = _settings(args)
     rows, loop, pins = collect(_client(), settings), health_loop(settings), load_pins(args.config_dir)
     if args.format == "json":
@@ -335,6 +392,28 @@ def cmd_status(args):
                           "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
     else:
         print(render(rows, loop, pins.describe()))
+
+
+def _status_through_master(args, pins, render_hosts):
+    """Every host's containers (kolla_container.status on each minion)."""
+    accepted = args.master.minions()
+    hosts = args.master.returns("*", "kolla_container.status", timeout=30)
+    silent = [m for m in accepted if m not in hosts]
+    if args.format == "json":
+        print(json.dumps({"hosts": hosts, "not_answering": silent,
+                          "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
+    else:
+        print(render_hosts(hosts, silent, pins.describe()))
+    return 1 if silent else 0
+
+
+def _host_and_container(args):
+    """HOST:CONTAINER, as `logs` and `rollback` take them through a master."""
+    host, _, container = args.container.partition(":")
+    if not container or not host:
+        raise ValidationError([f"{args.command}: through a master, name the host: HOST:CONTAINER "
+                               f"(got '{args.container}')"])
+    return host, container
 
 
 def _named(args, settings, lookup):
@@ -351,6 +430,15 @@ def cmd_logs(args):
     """A container's stdout/stderr (docker logs); the service's own log files are
     under <kolla_log_directory>/<service>/ on the host."""
     from .containers import ContainerManager
+    if args.master:
+        host, name = _host_and_container(args)
+        text = args.master.returns(host, "kolla_container.logs", name, *([args.tail] if args.tail else []))
+        if host not in text:
+            raise KollaError(f"logs: host {host} does not answer the master")
+        if text[host] is None:
+            raise KollaError(f"logs: no container named {name} on {host}")
+        sys.stdout.write(text[host])
+        return 0
     settings = _settings(args)
     _, container = _named(args, settings, ContainerManager.from_settings(settings, client=_client()).get)
     if container is None:
@@ -391,6 +479,10 @@ def cmd_history(args):
 def cmd_rollback(args):
     from .containers import ContainerManager
     from .inventory import load_passwords
+    if args.master:
+        if not args.container:
+            raise ValidationError(["rollback: through a master, name one container: HOST:CONTAINER"])
+        return _rollback_through_master(args, *_host_and_container(args))
     settings = _settings(args)
     manager = ContainerManager.from_settings(settings, load_passwords(args.config_dir).values(), client=_client(),
                                              out=lambda m: print(f"[rollback] {m}", flush=True))
@@ -408,26 +500,49 @@ def cmd_rollback(args):
           "globals.yml again")
 
 
+def _rollback_through_master(args, host, name):
+    """As on one host (_rollback_one), the pin keyed HOST:CONTAINER: that host's
+    container is held, the same container elsewhere follows globals.yml."""
+    def on_host(function):
+        ret = args.master.returns(host, function, name, timeout=600)
+        if host not in ret:
+            raise KollaError(f"rollback: host {host} does not answer the master")
+        if not isinstance(ret[host], dict):
+            raise KollaError(f"rollback: {host}: {ret[host]}")
+        return ret[host]
+    def rollback():
+        done = on_host("kolla_container.rollback")
+        return done["returned_to"], done["generation"]
+    _declare_rollback(args, f"{host}:{name}", lambda: on_host("kolla_container.rollback_target")["generation"],
+                      rollback)
+    return 0
+
+
 def _rollback_one(args, manager, name):
+    _declare_rollback(args, name, lambda: manager.rollback_target(name)["generation"],
+                      lambda: manager.rollback(name))
+
+
+def _declare_rollback(args, key, find_target, rollback):
     """Declares the rollback (pins.yml holds the container at what the good generation
     ran) before swapping, so a rollback killed half-way is completed by the next
     deploy; a rollback that fails takes its pin back."""
     import datetime
-    target = manager.rollback_target(name)["generation"]
+    target = find_target()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with _declaring(args.config_dir) as (_, pins):
-        before = pins.containers.get(name)
-        pins.containers[name] = {"generation": target, "why": f"rollback, {when}"}
+    with _declaring(args.config_dir, master=args.master) as (_, pins):
+        before = pins.containers.get(key)
+        pins.containers[key] = {"generation": target, "why": f"rollback, {when}"}
     try:
-        target, new = manager.rollback(name)
+        target, new = rollback()
     except KollaError:
-        with _declaring(args.config_dir) as (_, pins):
+        with _declaring(args.config_dir, master=args.master) as (_, pins):
             if before is None:
-                pins.containers.pop(name)
+                pins.containers.pop(key)
             else:
-                pins.containers[name] = before
+                pins.containers[key] = before
         raise
-    print(f"[rollback] {name}: generation {new} runs what generation {target} ran")
+    print(f"[rollback] {key}: generation {new} runs what generation {target} ran")
 
 
 def cmd_unpin(args):
@@ -478,17 +593,13 @@ def cmd_stop(args):
     """Stops the running containers of this deployment (all, or those of --services);
     stopping all also stops the health loop. `deploy` starts them again."""
     from .containers import ContainerManager
-    from .spec import LABEL_SET
     settings = _settings(args)
     wanted = set(_split(args.services))
     if not wanted and healthloop.stop_health_daemon(settings):
         print("[stop] health loop stopped")
     manager = ContainerManager.from_settings(settings, client=_client())
-    for container in manager.deployment_containers(settings["container_name_prefix"], running_only=True):
-        service = container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1]
-        if not wanted or service in wanted:
-            container.stop()
-            print(f"[stop] {container.name} stopped")
+    for name in manager.stop(settings["container_name_prefix"], wanted):
+        print(f"[stop] {name} stopped")
 
 
 def cmd_destroy(args):
@@ -552,6 +663,12 @@ def build_parser():
     parser.add_argument("--config-dir", default=str(paths.config_dir()),
                         help="operator folder with globals.yml, passwords.yml, config/ "
                              "(default: $KOLLA_SALT_CONFIG_DIR or /etc/kolla-salt)")
+    through = parser.add_mutually_exclusive_group()
+    through.add_argument("--master", metavar="DIR",
+                         help="act on every host through the salt-master whose config folder is DIR "
+                              f"(deploy, reconfigure, upgrade, status, logs HOST:CONTAINER, rollback "
+                              f"HOST:CONTAINER); the operator folder is its kolla_config_dir")
+    through.add_argument("--lab", metavar="NAME", help="the same through the master of the lab NAME (`kolla-salt lab`)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add_release_jump(p):
@@ -581,6 +698,7 @@ def build_parser():
     p.add_argument("--set", help="only the services of this set (top-level set or service name)")
     p.add_argument("--release", help="the release to upgrade to (globals.yml; with --services or --set, "
                                      "pins.yml for those services)")
+    p.add_argument("--batch", type=int, default=1, help="through a master: hosts upgraded at a time (default 1)")
     add_release_jump(p)
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
     add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml (keeps existing ones)")
@@ -619,6 +737,23 @@ def build_parser():
     return parser
 
 
+THROUGH_MASTER = ("deploy", "reconfigure", "upgrade", "status", "logs", "rollback")
+
+
+def _through_master(args):
+    """--master DIR / --lab NAME: args.master is the Master (else None) and the operator
+    folder is the master's."""
+    from .lab import Lab
+    from .master import Master
+    chosen = args.master or args.lab
+    if chosen and args.command not in THROUGH_MASTER:
+        raise ValidationError([f"{'--master' if args.master else '--lab'}: `{args.command}` runs on a host "
+                               f"itself (through a master: {', '.join(THROUGH_MASTER)})"])
+    args.master = (Master(args.master) if args.master else Lab(args.lab).master() if args.lab else None)
+    if args.master:
+        args.config_dir = str(args.master.operator_folder())
+
+
 class _QuietWhenClosed:
     """stdout that goes quiet when its reader leaves (`kolla-salt status | head`): the
     command finishes its work (a deploy half-done because of a pipe helps nobody) and
@@ -649,6 +784,7 @@ def main(argv=None):
     sys.stdout = _QuietWhenClosed(sys.stdout)
     args = build_parser().parse_args(argv)
     try:
+        _through_master(args)
         return args.func(args) or 0
     except ValidationError as error:
         print("error: invalid input, nothing was changed:", file=sys.stderr)

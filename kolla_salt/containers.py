@@ -528,6 +528,16 @@ class ContainerManager:
         return [c for c in managed_containers(self.client, prefix, running_only)
                 if self.history(c.labels[LABEL_NAME]).file.exists()]
 
+    def stop(self, prefix="", services=()):
+        """Stops this deployment's running containers (all, or those of `services`);
+        returns their names. `deploy` starts them again."""
+        stopped = []
+        for container in self.deployment_containers(prefix, running_only=True):
+            if not services or container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1] in services:
+                container.stop()
+                stopped.append(container.name)
+        return stopped
+
     def undeclared(self, declared_sets, prefix=""):
         """This deployment's containers whose set is not among `declared_sets`: a
         service disabled, or no longer for this host."""

@@ -98,6 +98,9 @@ def default_settings(problems=None):
     return _read_yaml(paths.DEFAULTS_DIR / "globals.yml", [] if problems is None else problems)
 
 
+ROLES = ("control", "compute", "network", "storage")
+
+
 def load_settings(config_dir, warnings=None):
     """Defaults overlaid with globals.yml, validated; plus derived values."""
     problems = []
@@ -120,8 +123,13 @@ def load_settings(config_dir, warnings=None):
     if settings["kolla_install_type"] not in ("binary", "source"):
         problems.append(f"{globals_file}: key 'kolla_install_type' must be binary or source, "
                         f"got {settings['kolla_install_type']!r}")
+    services = {service for _, service in service_order()}
     for role, hosts in settings["roles"].items():
-        if not isinstance(hosts, list) or not all(isinstance(h, str) for h in hosts):
+        if role not in ROLES and role not in services:
+            problems.append(f"{globals_file}: key 'roles.{role}' is neither a role ({', '.join(ROLES)}) "
+                            f"nor a service ({', '.join(sorted(services))})")
+        if not isinstance(hosts, list) or not all(isinstance(h, str) and h.strip() and " " not in h
+                                                  for h in hosts):
             problems.append(f"{globals_file}: key 'roles.{role}' must be a list of minion id patterns")
     release = releases.get(settings["openstack_release"], {})
     if release and not release.get(settings["kolla_install_type"]):
@@ -219,6 +227,38 @@ def service_order():
     return [(top, service) for top, services in load_tree() for service in services]
 
 
+def host_patterns(settings, service, definition):
+    """Minion id patterns of the hosts that run `service`: `roles.<service>` when the
+    operator gives one (kolla-ansible's per-service inventory groups), else those of
+    the role(s) its folder names (`role:`, one or a list: a host with any of them)."""
+    return host_patterns_and_key(settings, service, definition)[0]
+
+
+def host_patterns_and_key(settings, service, definition):
+    """(patterns, the globals.yml key they come from, for messages)."""
+    if service in settings["roles"]:
+        return settings["roles"][service], f"roles.{service}"
+    roles = definition.get("role", "control")
+    roles = [roles] if isinstance(roles, str) else roles
+    return [pattern for role in roles for pattern in settings["roles"].get(role, [])], f"roles.{'|'.join(roles)}"
+
+
+def placement(config_dir):
+    """Where each enabled service runs, in tree order: [{service, set, hosts (patterns),
+    key (in globals.yml), target (a Salt compound target)}]. What a master's orchestration walks; it holds no
+    secret and no host's address."""
+    settings = load_settings(config_dir)
+    renderer = ServiceRenderer(settings, load_passwords(config_dir), {"api_interface_address": "0.0.0.0"})
+    steps = []
+    for top, service in service_order():
+        if settings.get(f"enable_{service}", False):
+            hosts, key = host_patterns_and_key(settings, service, renderer.definition(service))
+            if hosts:   # placed on no host: nothing to deploy
+                steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
+                              "target": " or ".join(hosts)})
+    return steps
+
+
 def interface_address(settings, interfaces):
     """The IPv4 address of api_interface, from {interface: [addresses]} (grains)."""
     name = settings["api_interface"]
@@ -302,10 +342,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         except (jinja2.TemplateError, yaml.YAMLError) as error:
             problems.append(f"{where}: {error}")
             continue
-        roles = definition.get("role", "control")   # one role, or a list: a host with any of them
-        if not any(fnmatch.fnmatch(minion_id, pattern)
-                   for role in ([roles] if isinstance(roles, str) else roles)
-                   for pattern in settings["roles"].get(role, [])):
+        if not any(fnmatch.fnmatch(minion_id, pattern) for pattern in host_patterns(settings, service, definition)):
             continue
         set_path = f"{top}/{service}"
         overrides = {}
@@ -344,7 +381,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             except ValidationError as error:
                 problems.extend(error.problems)
             entry["containers"].append({"spec": spec_data, "files": rendered,
-                                        "pin": pins.generation_of(spec_data["name"])})
+                                        "pin": pins.generation_of(spec_data["name"], minion_id)})
         for jname, job in (definition.get("jobs") or {}).items():
             jwhere = f"{where}: jobs.{jname}"
             job = dict(job)

@@ -29,6 +29,7 @@ import yaml
 
 from . import paths
 from .errors import KollaError
+from .master import SALT_BIN
 
 TOPOLOGY = paths.REPO / "lab" / "topology.yml"
 DATA_ROOT = Path("/var/lib/kolla-salt-lab")
@@ -36,7 +37,6 @@ RUN_ROOT = Path("/run/kolla-salt-lab")
 # Commands the lab runs, and the Debian package of each (`make setup` installs them).
 NEEDED = {"ip": "iproute2", "nsenter": "util-linux", "unshare": "util-linux", "dockerd": "docker.io",
           "docker-registry": "docker-registry", "skopeo": "skopeo"}
-SALT_BIN = Path(sys.executable).parent
 # Folders each host has its own of (a mount namespace per host): what kolla-salt
 # writes on a host (rendered config, state, logs). Empty mount points are made on
 # the machine where missing; the machine's own contents stay untouched.
@@ -205,10 +205,14 @@ class Lab:
     def _master_dir(self):
         return self.data / "master"
 
+    def master(self):
+        """The lab's salt-master (its clients run in the switch's namespace, where it listens)."""
+        from .master import Master
+        return Master(self._master_dir(), netns=self.switch, out=self.out)
+
     def salt(self, tool, *args, timeout=60):
-        """A salt command against the lab's master, run in the switch's namespace."""
-        return run("ip", "netns", "exec", self.switch, "timeout", str(timeout), SALT_BIN / tool,
-                   "-c", self._master_dir(), *args, check=False)
+        """A salt command against the lab's master."""
+        return self.master().command(tool, *args, timeout=timeout)
 
     def config_dir(self):
         """The lab's operator folder (globals.yml, passwords.yml): the master's pillar."""
@@ -238,6 +242,9 @@ class Lab:
             "log_file": str(self.data / "master-salt.log"), "log_level_logfile": "warning",
             "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
             "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(self.config_dir()),
+            # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
+            "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
+                str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],
         }))
         self._start("master", ["ip", "netns", "exec", self.switch, SALT_BIN / "salt-master", "-c", root, "-l", "quiet"])
         self._wait("master", lambda: self._in_switch_reachable(self.topology["switch"], 4506))

@@ -8,6 +8,7 @@ beside globals.yml, so that the next deploy keeps them instead of undoing them:
       keystone: {release: "2026.2"}
     containers:                    # rollback keystone
       keystone: {generation: 5, why: "rollback to generation 3 (2026-11-23 07:10 UTC)"}
+      host2:memcached: {generation: 2, why: ...}   # rollback host2:memcached through a master
 
 A service pin makes that service follow its own release instead of
 openstack_release. A container pin holds the container at one generation of
@@ -70,8 +71,11 @@ class Pins:
     def release_of(self, service):
         return (self.services.get(service) or {}).get("release")
 
-    def generation_of(self, container):
-        return (self.containers.get(container) or {}).get("generation")
+    def generation_of(self, container, host=None):
+        """The generation `container` is held at: on `host` (a rollback through a master
+        pins HOST:CONTAINER), else wherever it runs (a rollback on the host itself)."""
+        pin = self.containers.get(f"{host}:{container}") if host else None
+        return (pin or self.containers.get(container) or {}).get("generation")
 
     def describe(self):
         """One line per pin, for people."""

@@ -41,7 +41,27 @@ def health_loop(settings):
 
 
 def render(rows, loop, pins=()):
-    lines, last_top, last_set = [] if rows else ["no kolla-salt containers on this host"], None, None
+    lines = _tree_lines(rows, loop["restarts"]) if rows else ["no kolla-salt containers on this host"]
+    lines.extend(f"pinned: {pin}" for pin in pins)
+    lines.append(f"health loop: {'running (pid %d)' % loop['pid'] if loop['running'] else 'not running'}"
+                 + ("" if loop["enabled"] else " (enable_health_loop: false)"))
+    return "\n".join(lines)
+
+
+def render_hosts(hosts, not_answering=(), pins=()):
+    """Every host's tree, as a master sees them ({host: kolla_container.status})."""
+    lines = []
+    for host, found in sorted(hosts.items()):
+        lines.append(f"== {host}")
+        lines.extend(["  " + line for line in _tree_lines(found["containers"], found["restarts"])]
+                     if found["containers"] else ["  no kolla-salt containers"])
+    lines.extend(f"== {host}\n  not answering the master" for host in not_answering)
+    lines.extend(f"pinned: {pin}" for pin in pins)
+    return "\n".join(lines)
+
+
+def _tree_lines(rows, restarts_of):
+    lines, last_top, last_set = [], None, None
     for row in rows:
         top, _, service = row["set"].partition("/")
         if top != last_top:
@@ -51,12 +71,9 @@ def render(rows, loop, pins=()):
             lines.append(f"  {service}")
             last_set = row["set"]
         kept = ",".join(map(str, row["kept_generations"])) or "-"
-        restarts = loop["restarts"].get(row["name"], {})
+        restarts = restarts_of.get(row["name"], {})
         note = (" (health loop gave up)" if restarts.get("gave_up") else
                 f" (health loop restarts: {restarts['restarts']})" if restarts.get("restarts") else "")
         lines.append(f"    {row['name']:<24} {row['state']:<9} {row['health']:<10} gen {row['generation']:<4} "
                      f"kept {kept:<8} {row['image']}{note}")
-    lines.extend(f"pinned: {pin}" for pin in pins)
-    lines.append(f"health loop: {'running (pid %d)' % loop['pid'] if loop['running'] else 'not running'}"
-                 + ("" if loop["enabled"] else " (enable_health_loop: false)"))
-    return "\n".join(lines)
+    return lines

@@ -2,7 +2,8 @@
 settings (state folder, health timeout, generations kept) and the secrets to
 redact from any output come from the `kolla` pillar. Every action a master may
 call on a minion is here: plan/ensure, job_pending/run_job, rollback, undeclared/
-remove_undeclared (containers of services no longer declared for this host)."""
+remove_undeclared (containers of services no longer declared for this host), stop,
+and what `kolla-salt` on a master reads: engine, status, logs."""
 import sys
 
 from kolla_salt.containers import ContainerManager
@@ -33,10 +34,18 @@ def plan(spec, pin=None):
     return vars(_manager().plan(_spec(spec, f"spec of {spec.get('name')}"), pin))
 
 
+def _paused():
+    """The host's health loop restarts nothing while a container is being swapped in
+    (a deploy through a master has no command on the host to pause it)."""
+    from kolla_salt import healthloop
+    return healthloop.ledger(__pillar__["kolla"]["settings"]).paused_restarts()
+
+
 def ensure(spec, pin=None):
     """Converges one container to its spec, or to generation `pin` of its history
     (atomic swap when it must change)."""
-    return vars(_manager().ensure(_spec(spec, f"spec of {spec.get('name')}"), pin))
+    with _paused():
+        return vars(_manager().ensure(_spec(spec, f"spec of {spec.get('name')}"), pin))
 
 
 def job_pending(spec):
@@ -48,10 +57,16 @@ def run_job(spec):
     return _manager().run_job(_spec(spec, f"job {spec.get('name')}"))
 
 
+def rollback_target(name):
+    """The history record of the generation `rollback` would return to."""
+    return _manager().rollback_target(name)
+
+
 def rollback(name):
     """Returns container `name` to its last known good generation:
     {"returned_to": generation, "generation": the new one}."""
-    target, new = _manager().rollback(name)
+    with _paused():
+        target, new = _manager().rollback(name)
     return {"returned_to": target, "generation": new}
 
 
@@ -72,3 +87,39 @@ def remove_undeclared(declared_sets):
         manager.remove(container)
         removed.append(container.name)
     return removed
+
+
+def engine():
+    """Whether this host's Docker engine answers: {"answers": bool, "error": str}."""
+    try:
+        _manager().client.ping()
+        return {"answers": True, "error": ""}
+    except Exception as error:  # any failure to reach it is the answer
+        return {"answers": False, "error": str(error)}
+
+
+def status():
+    """This host's managed containers in tree order (kolla_salt.status.collect) and the
+    health loop's restarts per container."""
+    from kolla_salt import status as host_status
+    settings = __pillar__["kolla"]["settings"]
+    return {"containers": host_status.collect(_manager().client, settings),
+            "restarts": host_status.health_loop(settings)["restarts"]}
+
+
+def logs(name, tail=None):
+    """A container's stdout/stderr (the last `tail` lines), passwords redacted; None
+    when no container has that name (with or without container_name_prefix)."""
+    from kolla_salt.containers import redact
+    manager = _manager()
+    prefix = __pillar__["kolla"]["settings"]["container_name_prefix"]
+    container = manager.get(name) or manager.get(prefix + name)
+    if container is None:
+        return None
+    text = container.logs(tail=int(tail) if tail is not None else "all").decode(errors="replace")
+    return redact(text, manager.secrets)
+
+
+def stop(services=None):
+    """Stops this host's running containers (all, or those of `services`); returns their names."""
+    return _manager().stop(__pillar__["kolla"]["settings"]["container_name_prefix"], services or ())

@@ -35,7 +35,7 @@ def salt_pair(salt_factories, deployment):
 def orchestrate(master, minion):
     return master.salt_run_cli(timeout=600).run(
         "state.orchestrate", "kolla.upgrade",
-        pillar={"kolla_services": ["memcached"], "kolla_target": minion.id, "kolla_batch": 1})
+        pillar={"kolla_services": ["memcached"], "kolla_batch": 1})
 
 
 def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
