@@ -231,6 +231,8 @@ def _orchestrate(args, sls, names, extra_pillar=None):
             print(f"FAILED  {step.get('name')}: {step.get('comment')}")
     print(f"[{command}] {len(steps)} step(s) on {len(pillars)} host(s): {changed} changed, {failed} failed")
     ok = ok and failed == 0
+    if not args.test:
+        args.master.refresh_pillars()
     keystone_hosts = [p for _, p in sorted(pillars.items()) if any(s["name"] == "keystone" for s in p["kolla"]["services"])]
     if ok and not args.test and keystone_hosts and (not names or "keystone" in names):
         from .clouds import write_client_files
@@ -396,9 +398,11 @@ def cmd_status(args):
 
 def _status_through_master(args, pins, render_hosts):
     """Every host's containers (kolla_container.status on each minion)."""
-    accepted = args.master.minions()
-    hosts = args.master.returns("*", "kolla_container.status", timeout=30)
-    silent = [m for m in accepted if m not in hosts]
+    found = args.master.ask_all("kolla_container.status", timeout=30)
+    hosts = {host: ret for host, ret in found.items() if isinstance(ret, dict) and "containers" in ret}
+    silent = {host: f"its Docker engine does not answer ({ret['engine_error']})" if isinstance(ret, dict)
+              else ret or "its salt-minion does not answer the master"
+              for host, ret in found.items() if host not in hosts}
     if args.format == "json":
         print(json.dumps({"hosts": hosts, "not_answering": silent,
                           "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))

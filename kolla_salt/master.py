@@ -10,6 +10,7 @@ container-set tree is walked across hosts by `salt-run state.orchestrate
 kolla.deploy` (or kolla.upgrade, host by host): see salt/states/kolla/orchestrate.jinja.
 """
 import fnmatch
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -19,6 +20,18 @@ import yaml
 from .errors import KollaError, ValidationError
 
 SALT_BIN = Path(sys.executable).parent
+# What `saltutil.sync_all` copies from the checkout (the master's file_roots) to each
+# minion's extmods/<kind>.
+SYNCED = {"modules": "salt/_modules", "states": "salt/_states", "beacons": "salt/_beacons"}
+
+
+def synced_version(folder_of):
+    """Hash of the synced module files, each kind read from folder_of(kind)."""
+    digest = hashlib.sha256()
+    for kind in sorted(SYNCED):
+        for path in sorted(Path(folder_of(kind)).glob("kolla_*.py")):
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 class Master:
@@ -45,8 +58,10 @@ class Master:
                                *map(str, args)], capture_output=True, text=True)
 
     def returns(self, target, function, *args, timeout=60):
-        """{host: return} of `salt TARGET FUNCTION ARGS`; hosts that did not answer are left out."""
-        proc = self.command("salt", target, function, *args, "--out=json", "--static", "-t", timeout,
+        """{host: return} of `salt TARGET FUNCTION ARGS` (TARGET a glob, or a list of
+        minion ids); hosts that did not answer are left out."""
+        target = ["-L", ",".join(target)] if isinstance(target, list) else [target]
+        proc = self.command("salt", *target, function, *args, "--out=json", "--static", "-t", timeout,
                             timeout=timeout + 30)
         try:
             data = json.loads(proc.stdout or "{}")
@@ -62,12 +77,23 @@ class Master:
         except (json.JSONDecodeError, KeyError):
             raise KollaError(f"salt-key: {(proc.stderr or proc.stdout).strip()[-500:]}")
 
+    def ask_all(self, function, timeout):
+        """{accepted minion: its return of FUNCTION, None when it does not answer}
+        (`salt '*'` leaves out minions that do not answer: salt-key lists them; both
+        asked at once)."""
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(2) as pool:
+            accepted = pool.submit(self.minions)
+            found = pool.submit(self.returns, "*", function, timeout=timeout)
+            return {m: found.result().get(m) for m in accepted.result()}
+
     # -- before anything changes ------------------------------------------------------
     def preflight(self):
         """Checks everything knowable before a change; returns {host: its pillar}."""
         from .inventory import build_pillar, placement
         folder = self.operator_folder()
-        accepted = self.minions()
+        hosts = self._host_facts()
+        accepted = sorted(hosts)
         if not accepted:
             raise KollaError(f"no minion key is accepted on the master ({self.config_dir}); nothing was changed")
         steps = placement(folder)
@@ -76,28 +102,41 @@ class Master:
                     for step in steps if not any(fnmatch.fnmatch(m, p) for m in accepted for p in step["hosts"])]
         if unplaced:
             raise ValidationError(unplaced)
-        grains = self.returns("*", "grains.item", "ip4_interfaces", timeout=10)
-        silent = [m for m in accepted if m not in grains]
+        silent = [m for m in accepted if hosts[m] is None]
         if silent:
             raise KollaError("; ".join(f"host {m}: its salt-minion does not answer the master" for m in silent)
                              + "; nothing was changed")
+        dead = [f"host {m}: its Docker engine does not answer ({hosts[m]['engine_error']})"
+                for m in accepted if hosts[m]["engine_error"]]
+        if dead:
+            raise KollaError("; ".join(dead) + "; nothing was changed")
         problems, pillars = [], {}
         for host in accepted:
             try:
-                pillars[host] = build_pillar(folder, minion_id=host, interfaces=grains[host]["ip4_interfaces"])
+                pillars[host] = build_pillar(folder, minion_id=host, interfaces=hosts[host]["interfaces"])
             except ValidationError as error:
                 problems.extend(f"host {host}: {problem}" for problem in error.problems)
         if problems:
             raise ValidationError(problems)
-        # The hosts run the checkout's modules and the pillar just validated.
-        self.returns("*", "saltutil.sync_all", timeout=120)
-        self.returns("*", "saltutil.refresh_pillar", "wait=True", timeout=60)
-        engines = self.returns("*", "kolla_container.engine", timeout=30)
-        dead = [f"host {m}: its Docker engine does not answer ({(engines.get(m) or {}).get('error', 'no answer')})"
-                for m in accepted if not (engines.get(m) or {}).get("answers")]
-        if dead:
-            raise KollaError("; ".join(dead) + "; nothing was changed")
         return pillars
+
+    def _host_facts(self):
+        """{accepted minion: its kolla_container.facts, None when it does not answer};
+        hosts running other module code than the checkout's are synced first
+        (saltutil.sync_all)."""
+        local = synced_version(lambda kind: Path(__file__).parent.parent / SYNCED[kind])
+        facts = self.ask_all("kolla_container.facts", timeout=10)
+        stale = [m for m, f in facts.items() if f is not None and (not isinstance(f, dict) or f["code"] != local)]
+        if stale:
+            self.out(f"[master] syncing the checkout's Salt modules to {', '.join(stale)}")
+            self.returns(stale, "saltutil.sync_all", timeout=120)
+            facts.update(self.returns(stale, "kolla_container.facts", timeout=10))
+        return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
+
+    def refresh_pillars(self):
+        """Minions take their beacons (the health loop) from pillar: refreshed in the
+        background after a change."""
+        self.command("salt", "*", "saltutil.refresh_pillar", "--async")
 
     # -- changes ---------------------------------------------------------------------
     def orchestrate(self, sls, pillar=None, test=False, timeout=3600):

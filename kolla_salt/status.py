@@ -48,14 +48,15 @@ def render(rows, loop, pins=()):
     return "\n".join(lines)
 
 
-def render_hosts(hosts, not_answering=(), pins=()):
-    """Every host's tree, as a master sees them ({host: kolla_container.status})."""
+def render_hosts(hosts, not_answering=None, pins=()):
+    """Every host's tree, as a master sees them ({host: kolla_container.status}), and
+    why the others did not answer ({host: reason})."""
     lines = []
     for host, found in sorted(hosts.items()):
         lines.append(f"== {host}")
         lines.extend(["  " + line for line in _tree_lines(found["containers"], found["restarts"])]
                      if found["containers"] else ["  no kolla-salt containers"])
-    lines.extend(f"== {host}\n  not answering the master" for host in not_answering)
+    lines.extend(f"== {host}\n  {reason}" for host, reason in sorted((not_answering or {}).items()))
     lines.extend(f"pinned: {pin}" for pin in pins)
     return "\n".join(lines)
 

@@ -3,7 +3,7 @@ settings (state folder, health timeout, generations kept) and the secrets to
 redact from any output come from the `kolla` pillar. Every action a master may
 call on a minion is here: plan/ensure, job_pending/run_job, rollback, undeclared/
 remove_undeclared (containers of services no longer declared for this host), stop,
-and what `kolla-salt` on a master reads: engine, status, logs."""
+and what `kolla-salt` on a master reads: facts, status, logs."""
 import sys
 
 from kolla_salt.containers import ContainerManager
@@ -89,20 +89,36 @@ def remove_undeclared(declared_sets):
     return removed
 
 
-def engine():
-    """Whether this host's Docker engine answers: {"answers": bool, "error": str}."""
+def _engine_error():
+    """"" when this host's Docker engine answers, else why not."""
+    import docker
     try:
-        _manager().client.ping()
-        return {"answers": True, "error": ""}
-    except Exception as error:  # any failure to reach it is the answer
-        return {"answers": False, "error": str(error)}
+        docker.from_env(timeout=10).ping()   # (from_env already asks the engine its version)
+        return ""
+    except Exception as failure:  # any failure to reach it is the answer
+        return str(failure) or type(failure).__name__
+
+
+def facts():
+    """What a master checks before a change (kolla_salt.master): whether this host's
+    Docker engine answers (engine_error: "" when it does), its interfaces' IPv4
+    addresses, and the version of the Salt modules it runs."""
+    import os
+
+    from kolla_salt.master import synced_version
+    extmods = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return {"engine_error": _engine_error(), "interfaces": __grains__.get("ip4_interfaces") or {},
+            "code": synced_version(lambda kind: os.path.join(extmods, kind))}
 
 
 def status():
     """This host's managed containers in tree order (kolla_salt.status.collect) and the
-    health loop's restarts per container."""
+    health loop's restarts per container; {"engine_error"} when its engine does not answer."""
     from kolla_salt import status as host_status
     settings = __pillar__["kolla"]["settings"]
+    error = _engine_error()
+    if error:
+        return {"engine_error": error}
     return {"containers": host_status.collect(_manager().client, settings),
             "restarts": host_status.health_loop(settings)["restarts"]}
 
