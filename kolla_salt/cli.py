@@ -325,6 +325,7 @@ def cmd_upgrade(args):
         release = user_globals.get("openstack_release", pillar["kolla"]["settings"]["openstack_release"])
         for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
             del pins.services[name]
+    args.test = False
     if args.master:   # hosts pull the new images from docker_registry
         return _orchestrate(args, "kolla.upgrade", names, {"kolla_batch": args.batch})
     pillar = _validated_pillar(args)
@@ -337,7 +338,7 @@ def cmd_upgrade(args):
         images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
                          for spec in _service_specs(s)})
         Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
-    args.services, args.test = ",".join(names), False
+    args.services = ",".join(names)
     return _deploy(args, pillar)
 
 

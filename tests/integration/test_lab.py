@@ -1,6 +1,7 @@
 """The lab: hosts on one machine, each a network namespace with its own Docker
 engine and salt-minion, a salt-master and a registry on the lab's switch. Its own
 name (kstlab), so it never meets a user's lab; `lab down` leaves nothing behind."""
+import json
 import os
 import signal
 import subprocess
@@ -10,8 +11,9 @@ from pathlib import Path
 
 import docker
 import pytest
+import yaml
 
-from kolla_salt.inventory import default_image
+from kolla_salt.inventory import build_pillar, default_image, placement
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 
 pytestmark = pytest.mark.integration
@@ -20,7 +22,7 @@ NAME = "kstlab"
 
 
 def lab(*args):
-    proc = subprocess.run([KOLLA, "lab", *args, "--name", NAME, "--hosts", "2"], capture_output=True, text=True,
+    proc = subprocess.run([KOLLA, "lab", *args, "--name", NAME, "--hosts", "3"], capture_output=True, text=True,
                           timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
@@ -33,10 +35,10 @@ def namespaces():
 
 @pytest.fixture(scope="module")
 def hosts(built_images):
-    built_images("memcached")
+    built_images()
     try:
         lab("up")
-        yield Lab(NAME, 2).describe()["hosts"]
+        yield Lab(NAME, 3).describe()["hosts"]
     finally:
         lab("down")
 
@@ -76,61 +78,187 @@ def test_each_host_has_folders_of_its_own(hosts):
     """What kolla-salt writes on a host (/etc/kolla, its state, its logs) is that
     host's: its minion sees it, the other host and this machine do not."""
     import json
-    lab_ = Lab(NAME, 2)
+    lab_ = Lab(NAME, 3)
     probe = "/etc/kolla/kstlab-probe"
     out = lab_.salt("salt", "host1", "file.write", probe, "host1 was here", "--out=json").stdout
     assert "Wrote" in out, out
     seen = json.loads(lab_.salt("salt", "*", "file.file_exists", probe, "--out=json", "--static").stdout)
-    assert seen == {"host1": True, "host2": False}
+    assert seen == {"host1": True, "host2": False, "host3": False}
     assert not Path(probe).exists()
     grains = json.loads(lab_.salt("salt", "host2", "grains.item", "host", "ip4_interfaces", "--out=json").stdout)
     assert grains["host2"]["host"] == "host2" and grains["host2"]["ip4_interfaces"]["eth0"] == ["198.18.0.12"]
 
 
-def test_the_master_deploys_on_every_host_pulling_from_the_registry(hosts):
-    """memcached on both hosts from the master (salt '*' state.apply kolla.deploy):
-    each host pulls the image from the lab's registry and serves on its own address;
-    a second run through the master changes nothing."""
-    import json
+def kolla(*args, expect=0):
+    """kolla-salt through the lab's master."""
+    proc = subprocess.run([KOLLA, "--lab", NAME, *args], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == expect, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return proc.stdout + proc.stderr
 
-    import yaml
-    lab_ = Lab(NAME, 2)
+
+def engine(host):
+    return docker.DockerClient(base_url=host["docker_host"], timeout=120)
+
+
+@pytest.fixture(scope="module")
+def cloud(hosts):
+    """keystone and its infrastructure on host1, memcached on all three hosts (roles
+    from globals.yml), deployed through the master from images in the lab's registry."""
+    lab_ = Lab(NAME, 3)
     globals_file = Path(lab_.config_dir()) / "globals.yml"
     settings = yaml.safe_load(globals_file.read_text())
     assert settings == {"network_interface": "eth0", "docker_registry": "198.18.0.1:5000"}
-    settings.update(enable_mariadb=False, enable_rabbitmq=False, enable_keystone=False, enable_cron=False)
+    settings["roles"] = {"control": ["host1"], "compute": ["host2", "host3"], "memcached": ["*"]}
     globals_file.write_text(yaml.safe_dump(settings))
-    lab("push", default_image("memcached"))
-    assert lab_.salt("salt", "*", "saltutil.sync_all", timeout=120).returncode == 0
+    images = sorted({spec["image"].split("/", 1)[1] for step in placement(lab_.config_dir())
+                     for spec in service_specs(lab_.config_dir(), step["service"])})
+    lab("push", *images)
+    first = kolla("deploy")
+    return {"lab": lab_, "globals": globals_file, "settings": settings, "first": first}
 
-    def deploy():
-        proc = lab_.salt("salt", "*", "state.apply", "kolla.deploy", "--out=json", "--static", timeout=600)
-        results = json.loads(proc.stdout)
-        assert proc.returncode == 0 and sorted(results) == ["host1", "host2"], proc.stdout[-2000:]
-        return {host: [r["comment"] for r in states.values() if r["changes"]] for host, states in results.items()}
 
-    first = deploy()
-    for host in ("host1", "host2"):
-        assert "memcached created, generation 1 is healthy" in first[host]
-    probe = ("import socket\nc = socket.create_connection(('198.18.0.11', 11211), 3)\n"
-             "c.sendall(b'stats\\r\\n'); print(c.recv(64))\n")
-    out = subprocess.run(["ip", "netns", "exec", hosts[1]["namespace"], sys.executable, "-c", probe],
-                         capture_output=True, text=True, timeout=60).stdout
-    assert "STAT pid" in out
-    assert docker.DockerClient(base_url=hosts[1]["docker_host"]).containers.get("memcached").image.tags == [
-        f"198.18.0.1:5000/{default_image('memcached')}"]
-    assert deploy() == {"host1": [], "host2": []}
-    # host2 leaves the control role: the next deploy removes its memcached (volumes
-    # kept), and its pillar holds neither that service nor any secret.
-    settings["roles"] = {"control": ["host1"], "compute": ["host2"], "network": ["host1"], "storage": ["host1"]}
-    globals_file.write_text(yaml.safe_dump(settings))
-    changed = deploy()
-    assert changed["host1"] == [], changed
-    assert changed["host2"] == ["removed 1 container(s) of services disabled or not meant for this host "
-                                "(volumes kept)"], changed
-    assert [c.name for c in docker.DockerClient(base_url=hosts[1]["docker_host"]).containers.list(all=True)] == []
-    seen = json.loads(lab_.salt("salt", "host2", "pillar.items", "--out=json").stdout)["host2"]["kolla"]
-    assert seen["services"] == [] and seen["passwords"] == {}
+def service_specs(config_dir, service):
+    """Every container and job spec of a service, as host1 would run it."""
+    pillar = build_pillar(config_dir, minion_id="host1", interfaces={"eth0": ["198.18.0.11"]})
+    found = [s for s in pillar["kolla"]["services"] if s["name"] == service]
+    return [c["spec"] for s in found for c in s["containers"]] + [j for s in found for j in s["jobs"] + s["post_jobs"]]
+
+
+def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_token(hosts, cloud):
+    assert "host1: changed keystone: keystone created, generation 1 is healthy" in cloud["first"]
+    for host in ("host2", "host3"):
+        assert f"{host}: changed memcached: memcached created, generation 1 is healthy" in cloud["first"]
+    running = {h["name"]: sorted(c.name for c in engine(h).containers.list()) for h in hosts}
+    assert running == {"host1": ["cron", "keystone", "mariadb", "memcached", "rabbitmq"],
+                       "host2": ["cron", "memcached"], "host3": ["cron", "memcached"]}
+    # The real openstack client, run on host3, gets a token from keystone on host1.
+    clouds = Path(cloud["lab"].config_dir()) / "clouds.yaml"
+    assert "198.18.0.11:5000" in clouds.read_text()
+    token = subprocess.run(["ip", "netns", "exec", hosts[2]["namespace"], str(Path(sys.executable).parent / "openstack"),
+                            "--os-cloud", "kolla-admin", "token", "issue", "-f", "value", "-c", "id"],
+                           env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
+                           capture_output=True, text=True, timeout=120)
+    assert token.returncode == 0 and len(token.stdout.strip()) > 20, token.stderr
+    # A second deploy through the master changes nothing on any host.
+    assert "0 changed, 0 failed" in kolla("deploy")
+    # status shows every host's tree; logs takes HOST:CONTAINER.
+    status = kolla("status")
+    assert "== host1" in status and "== host3" in status and status.count("memcached  ") >= 3
+    assert "stats" in kolla("logs", "host2:memcached")
+
+
+def test_a_compute_host_gets_no_secret_of_the_control_plane(hosts, cloud):
+    seen = json.loads(cloud["lab"].salt("salt", "host3", "pillar.items", "--out=json").stdout)["host3"]["kolla"]
+    assert [s["name"] for s in seen["services"]] == ["cron", "memcached"]
+    assert seen["passwords"] == {}
+    text = json.dumps(seen)
+    secrets = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())
+    assert not [key for key, value in secrets.items() if value and str(value) in text]
+
+
+def test_bad_hosts_are_refused_before_anything_changes(hosts, cloud):
+    lab_ = cloud["lab"]
+    before = {h["name"]: sorted(c.id for c in engine(h).containers.list(all=True)) for h in hosts}
+    # A role pattern that matches no minion: the key is named.
+    settings = dict(cloud["settings"], roles={**cloud["settings"]["roles"], "memcached": ["nohost*"]})
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    try:
+        out = kolla("deploy", expect=2)
+        assert "key 'roles.memcached' (nohost*) matches no minion" in out
+    finally:
+        cloud["globals"].write_text(yaml.safe_dump(cloud["settings"]))
+    # A minion that does not answer, and an engine that is down: the host is named.
+    minion_pid = int((RUN_ROOT / NAME / "host3-minion.pid").read_text())
+    os.killpg(minion_pid, signal.SIGTERM)
+    engine_pid = int((RUN_ROOT / NAME / "host2-engine.pid").read_text())
+    os.kill(engine_pid, signal.SIGKILL)
+    for pid in (minion_pid, engine_pid):
+        while Path(f"/proc/{pid}").exists():
+            time.sleep(0.1)
+    out = kolla("deploy", expect=1)
+    assert "host host3: its salt-minion does not answer the master; nothing was changed" in out
+    assert "host3\n  its salt-minion does not answer the master" in kolla("status", expect=1)
+    lab("up")   # repairs host3's minion; host2's engine stays down (a new one is started by up: stop it again)
+    os.kill(int((RUN_ROOT / NAME / "host2-engine.pid").read_text()), signal.SIGKILL)
+    time.sleep(1)
+    out = kolla("deploy", expect=1)
+    assert "host host2: its Docker engine does not answer" in out and "nothing was changed" in out
+    lab("up")
+    after = {h["name"]: sorted(c.id for c in engine(h).containers.list(all=True)) for h in hosts}
+    assert after == before
+    assert "0 changed, 0 failed" in kolla("deploy")
+
+
+def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cloud):
+    """Batch 1: each host's memcached is replaced and healthy before the next host's
+    starts. A rollback through the master holds only that host's container."""
+    settings = dict(cloud["settings"], memcached_memory_mb=48)
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    out = kolla("upgrade", "--services", "memcached", "--batch", "1")
+    assert "state.orchestrate kolla.upgrade" in out
+    swaps = []
+    for host in hosts:
+        assert f"{host['name']}: changed memcached: memcached recreated, generation 2 is healthy" in out
+        client = engine(host)
+        new, old = client.containers.get("memcached"), client.containers.get("memcached.gen1")
+        assert new.labels["kolla.generation"] == "2" and "-m 48" in command_line(new), host
+        swaps.append((stamp(new.attrs["Created"]), stamp(old.attrs["State"]["FinishedAt"]), host["name"]))
+    swaps.sort()
+    for (_, retired, name), (created, _, next_name) in zip(swaps, swaps[1:]):
+        assert created > retired, f"{next_name}'s new memcached was created before {name}'s swap ended"
+    # Roll back host2 only: pinned as host2:memcached, kept by the next deploy.
+    assert "host2:memcached: generation 3 runs what generation 1 ran" in kolla("rollback", "host2:memcached")
+    pins = yaml.safe_load((Path(cloud["lab"].config_dir()) / "pins.yml").read_text())
+    assert list(pins["containers"]) == ["host2:memcached"]
+    assert "0 changed, 0 failed" in kolla("deploy")
+    args = {h["name"]: command_line(engine(h).containers.get("memcached")) for h in hosts}
+    assert "-m 64" in args["host2"] and "-m 48" in args["host1"] and "-m 48" in args["host3"]
+    cloud["settings"] = settings
+
+
+def command_line(container):
+    return " ".join(process[-1] for process in container.top()["Processes"])
+
+
+def stamp(text):
+    """Seconds since the epoch of one of Docker's RFC 3339 times (nanoseconds, trailing
+    zeros cut: not comparable as text)."""
+    import datetime
+    import re
+    whole, fraction, zone = re.fullmatch(r"(.{19})(\.\d+)?(Z|[+-]\d\d:\d\d)", text).groups()
+    moment = datetime.datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
+    return moment.timestamp() + float(fraction or 0)
+
+
+def test_the_masters_reactor_heals_a_frozen_container_on_any_host(hosts, cloud):
+    """Each host's beacon (from its pillar) reports to the master, whose reactor
+    restarts the container on that host."""
+    frozen = {}
+    for host in hosts[1:]:
+        container = engine(host).containers.get("memcached")
+        frozen[host["name"]] = container.attrs["State"]["StartedAt"]
+        os.kill(container.attrs["State"]["Pid"], signal.SIGSTOP)
+    deadline = time.monotonic() + 120
+    healed = set()
+    while time.monotonic() < deadline and len(healed) < len(frozen):
+        for host in hosts[1:]:
+            state = engine(host).containers.get("memcached").attrs["State"]
+            if state["StartedAt"] != frozen[host["name"]] and (state.get("Health") or {}).get("Status") == "healthy":
+                healed.add(host["name"])
+        time.sleep(1)
+    assert healed == set(frozen), f"not healed within 120 s: {set(frozen) - healed}"
+    assert "health loop restarts: 1" in kolla("status")
+
+
+def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
+    settings = dict(cloud["settings"], roles={**cloud["settings"]["roles"], "memcached": ["host1", "host2"]})
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    out = kolla("deploy")
+    assert ("host3: changed kolla-deploy-only-declared-containers: removed 1 container(s) of services disabled "
+            "or not meant for this host (volumes kept)") in out
+    assert sorted(c.name for c in engine(hosts[2]).containers.list(all=True)) == ["cron"]
+    seen = json.loads(cloud["lab"].salt("salt", "host3", "pillar.items", "--out=json").stdout)["host3"]["kolla"]
+    assert [s["name"] for s in seen["services"]] == ["cron"]
 
 
 def test_lab_down_leaves_nothing_behind(hosts):
