@@ -32,6 +32,8 @@ from .errors import KollaError
 from .master import SALT_BIN
 
 TOPOLOGY = paths.REPO / "lab" / "topology.yml"
+# The provisioning the Vagrantfile's VMs run too: a master or a minion of kolla-salt.
+PROVISION = paths.REPO / "scripts" / "provision-node.sh"
 DATA_ROOT = Path("/var/lib/kolla-salt-lab")
 RUN_ROOT = Path("/run/kolla-salt-lab")
 # Commands the lab runs, and the Debian package of each (`make setup` installs them).
@@ -234,19 +236,9 @@ class Lab:
         if self._alive("master"):
             return
         self.out(f"[lab] salt-master on {self.topology['switch']}")
-        root = self._master_dir()
-        root.mkdir(exist_ok=True)
-        (root / "master").write_text(yaml.safe_dump({
-            "interface": self.topology["switch"], "root_dir": str(root), "user": "root",
-            "sock_dir": str(self.rundir / "master-sock"), "pidfile": str(self.rundir / "salt-master.pid"),
-            "log_file": str(self.data / "master-salt.log"), "log_level_logfile": "warning",
-            "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
-            "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(self.config_dir()),
-            # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
-            "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
-                str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],
-        }))
-        self._start("master", ["ip", "netns", "exec", self.switch, SALT_BIN / "salt-master", "-c", root, "-l", "quiet"])
+        self._start("master", ["ip", "netns", "exec", self.switch, PROVISION, "master", "--id", "master",
+                               "--root", self._master_dir(), "--address", self.topology["switch"],
+                               "--operator-folder", self.config_dir()])
         self._wait("master", lambda: self._in_switch_reachable(self.topology["switch"], 4506))
 
     def _minion(self, host):
@@ -254,19 +246,12 @@ class Lab:
         if self._alive(what):
             return
         self.out(f"[lab] {host['name']}: salt-minion")
-        root = self.data / host["name"] / "salt"
-        root.mkdir(parents=True, exist_ok=True)
-        (root / "minion").write_text(yaml.safe_dump({
-            "id": host["name"], "master": self.topology["switch"], "root_dir": str(root),
-            "sock_dir": str(self.rundir / f"{host['name']}-sock"),
-            "pidfile": str(self.rundir / f"{host['name']}-salt-minion.pid"),
-            "log_file": str(self.data / f"{host['name']}-salt.log"), "log_level_logfile": "warning",
-            "acceptance_wait_time": 1, "grains": {"kolla_lab": self.name, "kolla_lab_address": host["address"]},
-        }))
         # In its engine's namespaces: the host's network, name and folders.
         engine = f"/proc/{self._pid(host['name'] + '-engine')}/ns"
         self._start(what, ["nsenter", f"--net={engine}/net", f"--uts={engine}/uts", f"--mount={engine}/mnt",
-                           SALT_BIN / "salt-minion", "-c", root, "-l", "quiet"],
+                           PROVISION, "minion", "--id", host["name"], "--root", self.data / host["name"] / "salt",
+                           "--master", self.topology["switch"], "--grain", f"kolla_lab={self.name}",
+                           "--grain", f"kolla_lab_address={host['address']}"],
                     env={"DOCKER_HOST": self.docker_host(host)})
 
     def _accept_keys(self):

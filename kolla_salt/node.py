@@ -1,0 +1,69 @@
+"""Makes this machine (or a lab host's namespaces) a salt-master or a salt-minion of
+kolla-salt: writes the daemon's config under --root and becomes the daemon.
+
+    python -m kolla_salt.node master --id master --address 198.18.0.1 --root DIR --operator-folder DIR
+    python -m kolla_salt.node minion --id host1 --master 198.18.0.1 --root DIR [--grain key=value ...]
+
+The one provisioning step shared by the lab (kolla_salt.lab, hosts in namespaces)
+and the Vagrantfile (VMs): both run scripts/provision-node.sh, which runs this.
+A master serves this checkout's states and modules, builds each minion's pillar
+from the operator folder (pillar/kolla.sls) and restarts what a minion's health
+beacon reports (salt/reactor/kolla_health/master.sls).
+"""
+import argparse
+import os
+from pathlib import Path
+
+import yaml
+
+from . import paths
+from .master import SALT_BIN
+
+
+def master_config(root, address, operator_folder):
+    return {
+        "id": "master", "interface": address, "root_dir": str(root), "user": "root",
+        "sock_dir": str(root / "sock"), "pidfile": str(root / "salt-master.pid"),
+        "log_file": str(root / "salt-master.log"), "log_level_logfile": "warning",
+        "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
+        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(operator_folder),
+        # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
+        "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
+            str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],
+    }
+
+
+def minion_config(root, minion_id, master, grains):
+    return {
+        "id": minion_id, "master": master, "root_dir": str(root),
+        "sock_dir": str(root / "sock"), "pidfile": str(root / "salt-minion.pid"),
+        "log_file": str(root / "salt-minion.log"), "log_level_logfile": "warning",
+        "acceptance_wait_time": 1, "grains": grains,
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m kolla_salt.node", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("role", choices=("master", "minion"))
+    parser.add_argument("--id", required=True, help="the minion id (a host's name)")
+    parser.add_argument("--root", required=True, type=Path, help="the daemon's folder: config, keys, cache, log")
+    parser.add_argument("--address", help="master: the address it listens on")
+    parser.add_argument("--operator-folder", type=Path, help="master: globals.yml and passwords.yml (its pillar)")
+    parser.add_argument("--master", help="minion: the master's address")
+    parser.add_argument("--grain", action="append", default=[], metavar="KEY=VALUE", help="minion: a static grain")
+    args = parser.parse_args(argv)
+    if args.role == "master" and not (args.address and args.operator_folder):
+        parser.error("master needs --address and --operator-folder")
+    if args.role == "minion" and not args.master:
+        parser.error("minion needs --master")
+    args.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    config = (master_config(args.root, args.address, args.operator_folder) if args.role == "master" else
+              minion_config(args.root, args.id, args.master, dict(g.split("=", 1) for g in args.grain)))
+    (args.root / args.role).write_text(yaml.safe_dump(config))
+    daemon = str(SALT_BIN / f"salt-{args.role}")
+    os.execv(daemon, [daemon, "-c", str(args.root), "-l", "quiet"])
+
+
+if __name__ == "__main__":
+    main()
