@@ -11,7 +11,7 @@ from kolla_salt.inventory import build_pillar, placement
 
 def run():
     config_dir = __opts__.get("kolla_config_dir", "/etc/kolla-salt")
-    if __opts__.get("__cli") == "salt-run":
+    if "run" in __opts__.get("__cli", ""):   # salt-run (or a wrapper of it, as salt-factories')
         return {"kolla": {"placement": placement(config_dir)}}
     return build_pillar(config_dir, minion_id=__opts__["id"],
                         interfaces=__grains__.get("ip4_interfaces") or None)
