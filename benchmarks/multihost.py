@@ -31,7 +31,7 @@ def main():
         return
     hosts = int(sys.argv[sys.argv.index("--hosts") + 1]) if "--hosts" in sys.argv else 3
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from kolla_salt.inventory import build_pillar, placement
+    from kolla_salt.inventory import placement
     from kolla_salt.lab import Lab
     lab = ["lab", "--name", LAB, "--hosts", str(hosts)]
     timed("build")
@@ -42,10 +42,8 @@ def main():
         settings["roles"] = {"control": ["host1"], "compute": [f"host{i}" for i in range(2, hosts + 1)],
                              "memcached": ["*"]}
         (folder / "globals.yml").write_text(yaml.safe_dump(settings))
-        pillar = build_pillar(folder, minion_id="host1", interfaces={"eth0": ["198.18.0.11"]})
-        images = sorted({spec["image"].split("/", 1)[1] for service in pillar["kolla"]["services"]
-                         for spec in [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"]})
-        push = timed(*lab[:1], "push", *images, *lab[1:])
+        images = Lab(LAB, hosts).declared_images()
+        push = timed(*lab[:1], "push", *lab[1:])
         deploy = timed("--lab", LAB, "deploy")
         noops = [timed("--lab", LAB, "deploy") for _ in range(3)]
         settings["memcached_memory_mb"] = 48

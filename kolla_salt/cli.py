@@ -14,7 +14,7 @@ import yaml
 from . import healthloop, paths
 from .errors import KollaError, ValidationError
 from .build import from_registry
-from .inventory import in_set
+from .inventory import in_set, service_specs
 from .spec import LABEL_RELEASE
 
 EXIT_INVALID = 2
@@ -110,11 +110,6 @@ def _release(name):
     return releases[name]
 
 
-def _service_specs(service):
-    """Every container and job spec of a service entry of the pillar."""
-    return [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"]
-
-
 def _check_images(services):
     """Every image the deploy will use is on this host (a container held by pins.yml
     runs its recorded image, which the deploy checks itself)."""
@@ -123,7 +118,7 @@ def _check_images(services):
     missing = []
     for service in services:
         held = {c["spec"]["name"] for c in service["containers"] if c.get("pin") is not None}
-        for spec in _service_specs(service):
+        for spec in service_specs(service):
             if spec["name"] in held or from_registry(spec["image"]):
                 continue    # held: runs its recorded image; from a registry: pulled by the host
             try:
@@ -197,25 +192,32 @@ def summarise(data, out=print):
 
 def cmd_deploy(args):
     if args.master:
-        return _orchestrate(args, "kolla.deploy", _split(args.services))
+        pillars = args.master.pillars(args.master.preflight())
+        return _orchestrate(args, "kolla.deploy", pillars, _selected_names(pillars, args.services))
     return _deploy(args, _validated_pillar(args))
 
 
-def _orchestrate(args, sls, names, extra_pillar=None):
-    """deploy/upgrade through a salt-master: checks every host before anything changes
-    (kolla_salt.master.Master.preflight), then walks the set tree across hosts."""
+def _all_hosts(pillars):
+    """One pillar-shaped view of every host's services (each once), for _select."""
+    return {"kolla": {"services": list({s["name"]: s for p in pillars.values() for s in p["kolla"]["services"]}.values()),
+                      "settings": next(iter(pillars.values()))["kolla"]["settings"]}}
+
+
+def _selected_names(pillars, services_arg):
+    """The --services names, checked against what runs on some host ([] for all)."""
+    return [s["name"] for s in _select(_all_hosts(pillars), _split(services_arg))] if services_arg else []
+
+
+def _orchestrate(args, sls, pillars, names, extra_pillar=None):
+    """deploy/upgrade through a salt-master, after its preflight: walks the set tree
+    across hosts (`pillars`: what each host gets, validated)."""
+    from .inventory import load_pins
     from .master import host_returns
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
-    pillars = args.master.preflight()
-    known = {s["name"] for pillar in pillars.values() for s in pillar["kolla"]["services"]}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise ValidationError([f"--services: '{n}' runs on no host (deployable: {', '.join(sorted(known))})"
-                               for n in unknown])
     for host, pillar in sorted(pillars.items()):
         print(f"[{command}] {host}: " + (", ".join(s["name"] for s in pillar["kolla"]["services"]
                                                     if not names or s["name"] in names) or "nothing"))
-    for pin in next(iter(pillars.values()))["kolla"]["pins"]:
+    for pin in load_pins(args.config_dir).describe():
         print(f"[{command}] pins.yml: {pin}")
     print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} "
           f"(set by set, each gated on the health of the one before)", flush=True)
@@ -290,10 +292,9 @@ def cmd_upgrade(args):
     upgraded services' containers (rollback) are dropped."""
     if args.release:
         _release(args.release)
-    if args.master:   # every host's services, each once
-        pillars = args.master.preflight().values()
-        pillar = {"kolla": {"services": list({s["name"]: s for p in pillars for s in p["kolla"]["services"]}.values()),
-                            "settings": next(iter(pillars))["kolla"]["settings"]}}
+    if args.master:
+        facts = args.master.preflight()
+        pillar = _all_hosts(args.master.pillars(facts))
     else:
         pillar = _validated_pillar(args)
     services = _select(pillar, _split(args.services))
@@ -326,8 +327,8 @@ def cmd_upgrade(args):
         for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
             del pins.services[name]
     args.test = False
-    if args.master:   # hosts pull the new images from docker_registry
-        return _orchestrate(args, "kolla.upgrade", names, {"kolla_batch": args.batch})
+    if args.master:   # the new declaration; hosts pull the new images from docker_registry
+        return _orchestrate(args, "kolla.upgrade", args.master.pillars(facts), names, {"kolla_batch": args.batch})
     pillar = _validated_pillar(args)
     services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
@@ -336,7 +337,7 @@ def cmd_upgrade(args):
     settings = pillar["kolla"]["settings"]
     for release in sorted({s["release"] for s in services}):
         images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
-                         for spec in _service_specs(s)})
+                         for spec in service_specs(s)})
         Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
     args.services = ",".join(names)
     return _deploy(args, pillar)
@@ -385,9 +386,9 @@ def _declaring(config_dir, check=None, master=None):
 def cmd_status(args):
     """What runs, in the set tree; what pins.yml holds; the health loop."""
     from .inventory import load_pins
-    from .status import collect, health_loop, render, render_hosts
+    from .status import collect, health_loop, render
     if args.master:
-        return _status_through_master(args, load_pins(args.config_dir), render_hosts)
+        return _status_through_master(args, load_pins(args.config_dir))
     settings = _settings(args)
     rows, loop, pins = collect(_client(), settings), health_loop(settings), load_pins(args.config_dir)
     if args.format == "json":
@@ -397,8 +398,9 @@ def cmd_status(args):
         print(render(rows, loop, pins.describe()))
 
 
-def _status_through_master(args, pins, render_hosts):
+def _status_through_master(args, pins):
     """Every host's containers (kolla_container.status on each minion)."""
+    from .status import render_hosts
     found = args.master.ask_all("kolla_container.status", timeout=30)
     hosts = {host: ret for host, ret in found.items() if isinstance(ret, dict) and "containers" in ret}
     silent = {host: f"its Docker engine does not answer ({ret['engine_error']})" if isinstance(ret, dict)
@@ -437,7 +439,8 @@ def cmd_logs(args):
     from .containers import ContainerManager
     if args.master:
         host, name = _host_and_container(args)
-        text = args.master.returns(host, "kolla_container.logs", name, *([args.tail] if args.tail else []))
+        text = args.master.returns(host, "kolla_container.logs", name,
+                                   *([args.tail] if args.tail is not None else []))
         if host not in text:
             raise KollaError(f"logs: host {host} does not answer the master")
         if text[host] is None:
@@ -653,9 +656,7 @@ def cmd_lab(args):
     elif args.action == "down":
         lab.down()
     elif args.action == "push":
-        if not args.images:
-            raise ValidationError(["lab push: name the images to push (e.g. kolla-salt/keystone:2026.1-source)"])
-        lab.push(args.images)
+        lab.push(args.images or lab.declared_images())
     else:
         answering = lab.ping()
         for host in lab.describe()["hosts"]:
@@ -671,8 +672,8 @@ def build_parser():
     through = parser.add_mutually_exclusive_group()
     through.add_argument("--master", metavar="DIR",
                          help="act on every host through the salt-master whose config folder is DIR "
-                              f"(deploy, reconfigure, upgrade, status, logs HOST:CONTAINER, rollback "
-                              f"HOST:CONTAINER); the operator folder is its kolla_config_dir")
+                              "(deploy, reconfigure, upgrade, status, logs HOST:CONTAINER, rollback "
+                              "HOST:CONTAINER); the operator folder is its kolla_config_dir")
     through.add_argument("--lab", metavar="NAME", help="the same through the master of the lab NAME (`kolla-salt lab`)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -735,7 +736,8 @@ def build_parser():
     p.add_argument("action", choices=("up", "down", "status", "push"),
                    help="up: make or repair it; down: remove all it made; status: which minions answer; "
                         "push: copy images into its registry")
-    p.add_argument("images", nargs="*", help="push: images of this machine's engine")
+    p.add_argument("images", nargs="*", help="push: images of this machine's engine (default: every image "
+                                             "the lab's globals.yml has its hosts run)")
     p.add_argument("--hosts", type=int, default=3, help="how many hosts (lab/topology.yml lists them; default 3)")
     p.add_argument("--name", default="kslab", help="the lab's name, the prefix of all it makes (default kslab)")
     p.add_argument("--format", choices=("text", "json"), default="text")

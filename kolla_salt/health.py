@@ -411,9 +411,9 @@ class RestartLedger:
 
     @contextlib.contextmanager
     def paused_restarts(self):
-        """No restart while the body runs. A pause another live process holds (the
-        command whose salt-call this is) is left to it."""
-        if self.paused_by() not in (None, os.getpid()):
+        """No restart while the body runs. A pause already held by a live process (the
+        command whose salt-call this is, or an outer pause of this one) is left to it."""
+        if self.paused_by() is not None:
             yield
             return
         os.makedirs(os.path.dirname(self.pause_file), exist_ok=True)

@@ -405,6 +405,11 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     return services
 
 
+def service_specs(service):
+    """Every container and job spec of a service entry of the pillar."""
+    return [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"]
+
+
 def load_pins(config_dir):
     """pins.yml, validated against the services and releases kolla-salt knows."""
     return Pins.load(config_dir, {service for _, service in service_order()}, load_releases())

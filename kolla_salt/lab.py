@@ -284,6 +284,14 @@ class Lab:
                 "hosts": [{**h, "namespace": self.netns(h), "docker_host": self.docker_host(h)} for h in self.hosts]}
 
     # -- images --------------------------------------------------------------------------
+    def declared_images(self):
+        """The images (as this machine's engine names them) the lab's operator folder has
+        its hosts run (from its registry)."""
+        from .inventory import build_pillar, service_specs
+        return sorted({spec["image"].removeprefix(self.registry + "/") for host in self.hosts for service in build_pillar(
+            self.config_dir(), minion_id=host["name"], interfaces={"eth0": [host["address"]]})["kolla"]["services"]
+            for spec in service_specs(service)})
+
     def push(self, refs):
         """Copies images from the machine's engine into the lab's registry (skopeo, run on
         the switch: the machine's own namespace has no route into the lab)."""

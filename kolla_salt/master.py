@@ -17,18 +17,19 @@ from pathlib import Path
 
 import yaml
 
+from . import paths
 from .errors import KollaError, ValidationError
 
 SALT_BIN = Path(sys.executable).parent
-# What `saltutil.sync_all` copies from the checkout (the master's file_roots) to each
-# minion's extmods/<kind>.
-SYNCED = {"modules": "salt/_modules", "states": "salt/_states", "beacons": "salt/_beacons"}
+# What `saltutil.sync_all` copies from the checkout's salt/_<kind> (the master's
+# file_roots) to each minion's extmods/<kind>.
+SYNCED = ("beacons", "modules", "states")
 
 
 def synced_version(folder_of):
     """Hash of the synced module files, each kind read from folder_of(kind)."""
     digest = hashlib.sha256()
-    for kind in sorted(SYNCED):
+    for kind in SYNCED:
         for path in sorted(Path(folder_of(kind)).glob("kolla_*.py")):
             digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
@@ -89,8 +90,9 @@ class Master:
 
     # -- before anything changes ------------------------------------------------------
     def preflight(self):
-        """Checks everything knowable before a change; returns {host: its pillar}."""
-        from .inventory import build_pillar, placement
+        """Checks the hosts before a change; returns their facts, from which `pillars`
+        builds (and validates) what each host gets."""
+        from .inventory import placement
         folder = self.operator_folder()
         hosts = self._host_facts()
         accepted = sorted(hosts)
@@ -110,10 +112,17 @@ class Master:
                 for m in accepted if hosts[m]["engine_error"]]
         if dead:
             raise KollaError("; ".join(dead) + "; nothing was changed")
+        return hosts
+
+    def pillars(self, facts):
+        """{host: the pillar the master gives it}, built here from the operator folder
+        with each host's interfaces; a problem names the host, the file and the key."""
+        from .inventory import build_pillar
+        folder = self.operator_folder()
         problems, pillars = [], {}
-        for host in accepted:
+        for host, found in sorted(facts.items()):
             try:
-                pillars[host] = build_pillar(folder, minion_id=host, interfaces=hosts[host]["interfaces"])
+                pillars[host] = build_pillar(folder, minion_id=host, interfaces=found["interfaces"])
             except ValidationError as error:
                 problems.extend(f"host {host}: {problem}" for problem in error.problems)
         if problems:
@@ -124,7 +133,7 @@ class Master:
         """{accepted minion: its kolla_container.facts, None when it does not answer};
         hosts running other module code than the checkout's are synced first
         (saltutil.sync_all)."""
-        local = synced_version(lambda kind: Path(__file__).parent.parent / SYNCED[kind])
+        local = synced_version(lambda kind: paths.REPO / "salt" / f"_{kind}")
         facts = self.ask_all("kolla_container.facts", timeout=10)
         stale = [m for m, f in facts.items() if f is not None and (not isinstance(f, dict) or f["code"] != local)]
         if stale:
@@ -140,7 +149,7 @@ class Master:
 
     # -- changes ---------------------------------------------------------------------
     def orchestrate(self, sls, pillar=None, test=False, timeout=3600):
-        """salt-run state.orchestrate SLS; returns (succeeded, [(step id, host, state return)])."""
+        """salt-run state.orchestrate SLS; returns (succeeded, the return of each step in run order)."""
         args = ["state.orchestrate", sls, f"pillar={json.dumps(pillar or {})}", "--out=json"]
         proc = self.command("salt-run", *args, *(["test=True"] if test else []), timeout=timeout)
         try:

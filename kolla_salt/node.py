@@ -20,9 +20,9 @@ from . import paths
 from .master import SALT_BIN
 
 
-def master_config(root, address, operator_folder):
+def master_config(root, master_id, address, operator_folder):
     return {
-        "id": "master", "interface": address, "root_dir": str(root), "user": "root",
+        "id": master_id, "interface": address, "root_dir": str(root), "user": "root",
         "sock_dir": str(root / "sock"), "pidfile": str(root / "salt-master.pid"),
         "log_file": str(root / "salt-master.log"), "log_level_logfile": "warning",
         "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
@@ -58,7 +58,7 @@ def main(argv=None):
     if args.role == "minion" and not args.master:
         parser.error("minion needs --master")
     args.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    config = (master_config(args.root, args.address, args.operator_folder) if args.role == "master" else
+    config = (master_config(args.root, args.id, args.address, args.operator_folder) if args.role == "master" else
               minion_config(args.root, args.id, args.master, dict(g.split("=", 1) for g in args.grain)))
     (args.root / args.role).write_text(yaml.safe_dump(config))
     daemon = str(SALT_BIN / f"salt-{args.role}")

@@ -1,5 +1,4 @@
 """The all-in-one control plane, used through the real python-openstackclient."""
-import os
 import stat
 import subprocess
 import sys

@@ -1,8 +1,6 @@
 """One service (memcached) deployed by Salt, masterless, on the real engine."""
 import json
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest

@@ -1,7 +1,5 @@
 """A real keystone release upgrade (source images from PyPI) and rollback."""
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 

@@ -5,6 +5,8 @@ import re
 import shutil
 import subprocess
 
+import pytest
+
 from kolla_salt import lab, node, paths
 
 VAGRANTFILE = (paths.REPO / "Vagrantfile").read_text()
@@ -21,8 +23,9 @@ def test_it_reads_the_labs_topology_and_provisions_with_the_labs_script():
 
 
 def test_a_master_is_made_to_serve_the_operator_folder_and_heal_through_its_reactor(tmp_path):
-    config = node.master_config(tmp_path, "198.18.0.1", "/etc/kolla-salt")
-    assert config["interface"] == "198.18.0.1" and config["kolla_config_dir"] == "/etc/kolla-salt"
+    config = node.master_config(tmp_path, "master", "198.18.0.1", "/etc/kolla-salt")
+    assert config["id"] == "master" and config["interface"] == "198.18.0.1"
+    assert config["kolla_config_dir"] == "/etc/kolla-salt"
     assert config["pillar_roots"] == {"base": [str(paths.PILLAR_DIR)]}
     (reaction,) = config["reactor"]
     assert list(reaction) == ["salt/beacon/*/kolla_health/*/unhealthy"]
@@ -32,7 +35,7 @@ def test_a_master_is_made_to_serve_the_operator_folder_and_heal_through_its_reac
 
 def test_vagrant_validates_it_with_every_host_of_the_topology():
     if not shutil.which("vagrant"):
-        return   # not installable everywhere; the test above reads what it uses
+        pytest.skip("vagrant is not installed (Debian's package pulls a kernel: not part of make setup)")
     hosts = lab.load_topology()["hosts"]
     proc = subprocess.run(["vagrant", "validate", "--ignore-provider"], cwd=paths.REPO, capture_output=True,
                           text=True, timeout=300, env={"KOLLA_LAB_HOSTS": str(len(hosts)), "PATH": "/usr/bin:/bin",
