@@ -13,6 +13,7 @@ import docker
 import pytest
 import yaml
 
+from health_helpers import freeze_service
 from kolla_salt.inventory import build_pillar, default_image
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 
@@ -227,6 +228,29 @@ def stamp(text):
     whole, fraction, zone = re.fullmatch(r"(.{19})(\.\d+)?(Z|[+-]\d\d:\d\d)", text).groups()
     moment = datetime.datetime.fromisoformat(whole + ("+00:00" if zone == "Z" else zone))
     return moment.timestamp() + float(fraction or 0)
+
+
+def test_the_masters_reactor_heals_a_frozen_container_on_any_host(hosts, cloud):
+    """Each host's beacon (from its pillar) reports to the master, whose reactor
+    restarts the container on that host."""
+    frozen = {}
+    for host in hosts[1:]:
+        container = engine(host).containers.get("memcached")
+        frozen[host["name"]] = container.attrs["State"]["StartedAt"]
+        freeze_service(container)
+    deadline = time.monotonic() + 120
+    healed = set()
+    while time.monotonic() < deadline and len(healed) < len(frozen):
+        for host in hosts[1:]:
+            state = engine(host).containers.get("memcached").attrs["State"]
+            if state["StartedAt"] != frozen[host["name"]] and (state.get("Health") or {}).get("Status") == "healthy":
+                healed.add(host["name"])
+        time.sleep(1)
+    assert healed == set(frozen), f"not healed within 120 s: {set(frozen) - healed}"
+    status = kolla("status")
+    for name in frozen:
+        section = status.split(f"== {name}")[1].split("==")[0]
+        assert "health loop restarts: 1" in section, status
 
 
 def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
