@@ -187,7 +187,8 @@ class Builder:
             folder = self.images[name].folder
             for path in sorted(folder.rglob("*")):
                 rel = path.relative_to(folder).as_posix()
-                if path.is_file() and rel not in ("Dockerfile.j2", "image.yml"):
+                # __pycache__: left by running a script of the folder; not the image's content
+                if path.is_file() and rel not in ("Dockerfile.j2", "image.yml") and "__pycache__" not in path.parts:
                     tar.add(str(path), arcname=rel, recursive=False, filter=_content_only)
             extra = {"Dockerfile": dockerfile.encode()}
             ca = self._ca_bundle()

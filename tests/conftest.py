@@ -17,7 +17,11 @@ KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 TEST_PORTS = {
     "memcached_port": 31211, "database_port": 33306, "rabbitmq_port": 35673,
     "rabbitmq_epmd_port": 34369, "rabbitmq_dist_port": 36672, "keystone_public_port": 35000,
+    "glance_api_port": 39292, "placement_api_port": 38778,
 }
+# Images of another namespace than the default (kolla-salt): a checkout whose images
+# differ from another's on the same engine (a branch under work) builds and tests its own.
+IMAGE_NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +46,9 @@ class KollaEnv:
             "container_health_timeout": 120,
             "enable_health_loop": False,   # the suites that test the loop turn it on
             "enable_cron": False,          # likewise log rotation
+            "enable_glance": False,        # and the cloud beyond keystone (tests/functional/test_cloud.py)
+            "enable_placement": False,
+            **({"docker_namespace": IMAGE_NAMESPACE} if IMAGE_NAMESPACE else {}),
             **TEST_PORTS,
         }
         self.write_globals()
@@ -109,10 +116,15 @@ def kolla_env(tmp_path, docker_client):
 
 
 @pytest.fixture(scope="session")
-def built_images():
+def built_images(tmp_path_factory):
     """Builds every image once per session (unchanged images are skipped)."""
+    config_dir = "/nonexistent"
+    if IMAGE_NAMESPACE:
+        config_dir = tmp_path_factory.mktemp("build")
+        (config_dir / "globals.yml").write_text(yaml.safe_dump({"docker_namespace": IMAGE_NAMESPACE}))
+
     def build(*images):
-        proc = subprocess.run([KOLLA, "--config-dir", "/nonexistent", "build", *images],
+        proc = subprocess.run([KOLLA, "--config-dir", str(config_dir), "build", *images],
                               capture_output=True, text=True, timeout=3600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return build

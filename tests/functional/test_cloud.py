@@ -1,0 +1,186 @@
+"""The all-in-one cloud beyond keystone: glance and placement, deployed from their
+service folders, registered with keystone by the shared registration job, and used
+through the real python-openstackclient (with osc-placement)."""
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.functional
+SERVICES = ("mariadb", "memcached", "keystone", "glance_api", "placement_api")
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory, docker_client, built_images):
+    """One deployed cloud (keystone, glance, placement) shared by the tests of this module."""
+    from conftest import KollaEnv
+    built_images("mariadb", "memcached", "keystone", "toolbox", "glance", "placement")
+    env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
+    env.cleanup(docker_client)
+    # rabbitmq: neither glance nor placement needs it (notifications are off).
+    env.write_globals(enable_glance=True, enable_placement=True, enable_rabbitmq=False)
+    started = time.monotonic()
+    env.deploy_output = env.run("deploy").stdout
+    env.deploy_seconds = time.monotonic() - started
+    print(f"\ndeploy of mariadb, memcached, keystone, glance, placement: {env.deploy_seconds:.1f} s")
+    yield env
+    env.cleanup(docker_client)
+
+
+def started_at(docker_client, env):
+    return {s: docker_client.containers.get(env.name(s)).attrs["State"]["StartedAt"] for s in SERVICES}
+
+
+def openstack_as(env, user, password, *args):
+    """The real client as another user of the service project (not the admin of clouds.yaml)."""
+    auth = {"OS_AUTH_URL": f"http://127.0.0.1:{env.globals['keystone_public_port']}/v3", "OS_USERNAME": user,
+            "OS_PASSWORD": password, "OS_PROJECT_NAME": "service", "OS_USER_DOMAIN_NAME": "Default",
+            "OS_PROJECT_DOMAIN_NAME": "Default", "OS_IDENTITY_API_VERSION": "3"}
+    env_vars = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    return subprocess.run([str(Path(sys.executable).parent / "openstack"), *args, "-f", "value"],
+                          capture_output=True, text=True, timeout=120, env={**env_vars, **auth})
+
+
+def test_the_catalog_lists_image_and_placement_endpoints(cloud):
+    catalog = cloud.openstack("catalog", "list", "-c", "Name", "-c", "Type").split("\n")
+    assert "glance image" in catalog and "placement placement" in catalog, catalog
+    for service, port in (("image", cloud.globals["glance_api_port"]), ("placement", cloud.globals["placement_api_port"])):
+        rows = cloud.openstack("endpoint", "list", "--service", service, "-c", "Interface", "-c", "URL").split()
+        assert sorted(rows) == sorted(["public", "internal", "admin"] + [f"http://127.0.0.1:{port}"] * 3), rows
+
+
+def test_registration_made_each_service_user_with_its_role(cloud):
+    passwords = cloud.passwords()
+    for user in ("glance", "placement"):
+        roles = cloud.openstack("role", "assignment", "list", "--user", user, "--project", "service", "--names",
+                                "-c", "Role")
+        assert roles.split() == ["admin"], roles
+        # The declared password is the user's: it gets a token scoped to the service project.
+        proc = openstack_as(cloud, user, passwords[f"{user}_keystone_password"], "token", "issue", "-c", "id")
+        assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr
+
+
+def test_an_image_uploaded_to_glance_downloads_identical(cloud, tmp_path, docker_client):
+    data = os.urandom(3 * 1024 * 1024 + 17)   # several uwsgi buffers, not a round size
+    source, copy = tmp_path / "kst.img", tmp_path / "kst-copy.img"
+    source.write_bytes(data)
+    image_id = cloud.openstack("image", "create", "--file", str(source), "--disk-format", "raw",
+                               "--container-format", "bare", "kst-image", "-c", "id").strip()
+    try:
+        assert cloud.openstack("image", "show", image_id, "-c", "status").strip() == "active"
+        cloud.openstack("image", "save", "--file", str(copy), image_id)
+        assert hashlib.sha256(copy.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
+        # In the file store, on the named volume: it outlives the container.
+        glance = docker_client.containers.get(cloud.name("glance_api"))
+        mounts = {m["Destination"]: m for m in glance.attrs["Mounts"]}
+        assert mounts["/var/lib/glance/images"]["Name"] == cloud.name("glance_images")
+        assert glance.exec_run(["stat", "-c", "%s", f"/var/lib/glance/images/{image_id}"]).output.decode().strip() \
+            == str(len(data))
+        assert image_id in cloud.openstack("image", "list", "-c", "ID").split()
+    finally:
+        cloud.openstack("image", "delete", image_id)
+    assert image_id not in cloud.openstack("image", "list", "-c", "ID").split()
+
+
+def test_placement_answers_the_resource_provider_api(cloud):
+    assert cloud.openstack("resource", "provider", "list", "-c", "name").strip() == ""
+    uuid = cloud.openstack("resource", "provider", "create", "kst-provider", "-c", "uuid").strip()
+    try:
+        assert cloud.openstack("resource", "provider", "list", "-c", "name").split() == ["kst-provider"]
+        cloud.openstack("resource", "provider", "inventory", "set", uuid, "--resource", "VCPU=4")
+        assert "VCPU" in cloud.openstack("resource", "provider", "inventory", "list", uuid, "-c", "resource_class")
+    finally:
+        cloud.openstack("resource", "provider", "delete", uuid)
+
+
+def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud, docker_client):
+    for container_name, service in (("glance_api", "glance"), ("placement_api", "placement")):
+        container = docker_client.containers.get(cloud.name(container_name))
+        assert container.labels["kolla.set"] == f"openstack-control/{service}"
+        deadline = time.monotonic() + 30
+        while container.health == "starting" and time.monotonic() < deadline:
+            time.sleep(1)
+            container.reload()
+        assert container.health == "healthy", container.attrs["State"].get("Health")
+        host = container.attrs["HostConfig"]
+        assert host["NetworkMode"] == "host" and not host["Privileged"] and not host["CapAdd"]
+        assert host["PidMode"] == "" and host["IpcMode"] in ("", "private", "shareable")
+        # The check is an authenticated call (see the next test for its failure).
+        check = container.exec_run(container.attrs["Config"]["Healthcheck"]["Test"][1:])
+        assert check.exit_code == 0 and b"healthy" in check.output, check.output
+    logs = cloud.root / "log"
+    assert "glance" in (logs / "glance" / "glance-api.log").read_text()
+    assert (logs / "placement" / "placement-api.log").exists()
+
+
+def test_the_health_check_fails_when_the_api_refuses_its_token(cloud, docker_client):
+    """A wrong password in the check's credentials, and no cached token: unhealthy."""
+    glance = docker_client.containers.get(cloud.name("glance_api"))
+    assert glance.exec_run(["sh", "-c", "rm -f /tmp/kolla-api-check-*"]).exit_code == 0
+    assert glance.exec_run(["sh", "-c", "cp /etc/glance/kolla-api-check.json /tmp/good.json && sed -i "
+                                        "'s/\"password\": \"[^\"]*\"/\"password\": \"wrong\"/' "
+                                        "/etc/glance/kolla-api-check.json"]).exit_code == 0
+    try:
+        check = glance.exec_run(["kolla_api_check", "glance", "/v2/images"])
+        assert check.exit_code == 1 and b"keystone refused a token for glance: 401" in check.output, check.output
+    finally:
+        glance.exec_run(["sh", "-c", "cp /tmp/good.json /etc/glance/kolla-api-check.json && rm /tmp/good.json"])
+    assert glance.exec_run(["kolla_api_check", "glance", "/v2/images"]).exit_code == 0
+
+
+def test_secrets_stay_out_of_the_output(cloud):
+    for key, secret in cloud.passwords().items():
+        assert secret not in cloud.deploy_output, key
+
+
+def test_a_second_deploy_changes_nothing(cloud, docker_client):
+    before = started_at(docker_client, cloud)
+    predicted = cloud.run("deploy", "--test").stdout
+    assert " 0 changed, 0 failed" in predicted, predicted
+    out = cloud.run("deploy").stdout
+    assert " 0 changed, 0 failed" in out, out
+    assert started_at(docker_client, cloud) == before
+
+
+def test_a_new_service_password_registers_again_and_glance_follows(cloud, docker_client):
+    """The registration job's inputs changed: it runs again and resets the password."""
+    path = cloud.config_dir / "passwords.yml"
+    passwords = yaml.safe_load(path.read_text())
+    old = passwords["glance_keystone_password"]
+    passwords["glance_keystone_password"] = "kst-new-glance-password"
+    path.write_text(yaml.safe_dump(passwords))
+    before = started_at(docker_client, cloud)
+    out = cloud.run("deploy").stdout
+    assert "kst-new-glance-password" not in out
+    assert cloud.name("glance_keystone_register") in out, out
+    after = started_at(docker_client, cloud)
+    assert after["glance_api"] != before["glance_api"]        # its config holds the password
+    assert after["placement_api"] == before["placement_api"]  # nothing of placement changed
+    assert openstack_as(cloud, "glance", old, "token", "issue").returncode != 0
+    assert openstack_as(cloud, "glance", "kst-new-glance-password", "token", "issue").returncode == 0
+    assert cloud.openstack("image", "list") is not None       # glance validates tokens with it
+
+
+def test_bad_input_is_refused_naming_the_key_before_anything_changes(cloud, docker_client):
+    from conftest import TEST_PORTS
+    before = started_at(docker_client, cloud)
+    cloud.write_globals(glance_api_port="9292x")
+    try:
+        proc = cloud.run("deploy", check=False)
+    finally:
+        cloud.write_globals(glance_api_port=TEST_PORTS["glance_api_port"])
+    assert proc.returncode == 2
+    assert "globals.yml: key 'glance_api_port' must be a whole number, got '9292x'" in proc.stderr, proc.stderr
+    cloud.write_globals(placement_api_port=70000)
+    try:
+        proc = cloud.run("validate", check=False)
+    finally:
+        cloud.write_globals(placement_api_port=TEST_PORTS["placement_api_port"])
+    assert proc.returncode == 2
+    assert "key 'placement_api_port' must be a port number (1-65535), got 70000" in proc.stderr, proc.stderr
+    assert started_at(docker_client, cloud) == before
