@@ -5,7 +5,7 @@ from . import paths
 
 
 def load_releases():
-    """{release: {series, binary, source: {project: version}}}, oldest first."""
+    """{release: {series, binary, source: {project: version}, constraints: [pip specifier]}}, oldest first."""
     return yaml.safe_load((paths.DEFAULTS_DIR / "releases.yml").read_text())
 
 
