@@ -1,5 +1,6 @@
 """Shared by the benchmarks: a throw-away operator folder with its own names
 and loopback ports, and the CLI over it. Everything it creates is removed."""
+import os
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,8 @@ KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 PORTS = {"memcached_port": 41211, "database_port": 43306, "rabbitmq_port": 45673, "rabbitmq_epmd_port": 44369,
          "rabbitmq_dist_port": 46672, "keystone_public_port": 45000, "glance_api_port": 49292,
          "placement_api_port": 48778}
+# As in tests/conftest.py: images of another namespace than kolla-salt (a branch under work).
+NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 
 
 class BenchEnv:
@@ -25,7 +28,9 @@ class BenchEnv:
         self.globals = {"container_name_prefix": prefix, "node_config_directory": str(self.root / "etc"),
                         "kolla_state_directory": str(self.root / "state"),
                         "kolla_log_directory": str(self.root / "log"), "enable_health_loop": False,
-                        **PORTS, **globals_}
+                        # keystone's figures need no glance or placement; deploy_time.py takes the whole AIO
+                        "enable_glance": False, "enable_placement": False,
+                        **({"docker_namespace": NAMESPACE} if NAMESPACE else {}), **PORTS, **globals_}
         self.write_globals()
         self.run("genpwd")
 
