@@ -13,8 +13,8 @@ import yaml
 
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 PORTS = {"memcached_port": 41211, "database_port": 43306, "rabbitmq_port": 45673, "rabbitmq_epmd_port": 44369,
-         "rabbitmq_dist_port": 46672, "keystone_public_port": 45000, "glance_api_port": 49292,
-         "placement_api_port": 48778}
+         "rabbitmq_dist_port": 46672, "keystone_public_port": 45000, "glance_api_port": 19292,
+         "placement_api_port": 18778}   # these two below the ephemeral ports (see tests/conftest.py)
 # As in tests/conftest.py: images of another namespace than kolla-salt (a branch under work).
 NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 

@@ -17,7 +17,9 @@ KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 TEST_PORTS = {
     "memcached_port": 31211, "database_port": 33306, "rabbitmq_port": 35673,
     "rabbitmq_epmd_port": 34369, "rabbitmq_dist_port": 36672, "keystone_public_port": 35000,
-    "glance_api_port": 39292, "placement_api_port": 38778,
+    # Below 32768: a port in Linux's ephemeral range (32768-60999) may be held for a
+    # moment by some outgoing connection, and a server's bind to it then fails.
+    "glance_api_port": 29292, "placement_api_port": 28778,
 }
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.

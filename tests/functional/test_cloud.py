@@ -143,6 +143,46 @@ def test_the_health_check_fails_when_the_api_refuses_its_token(cloud, docker_cli
     assert glance.exec_run(["kolla_api_check", "glance", "/v2/images"]).exit_code == 0
 
 
+def registration_spec(env, service):
+    """The registration job of `service` as the deploy derived it (its pillar)."""
+    from kolla_salt.inventory import build_pillar
+    services = build_pillar(env.config_dir, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
+    entry = next(s for s in services if s["name"] == service)
+    return next(j for j in entry["jobs"] if j["name"] == env.name(f"{service}_keystone_register"))
+
+
+def run_registration(docker_client, job, **environment):
+    """kolla_keystone_register as its job runs it, by hand: (exit code, output)."""
+    container = docker_client.containers.run(job["image"], job["command"], network_mode="host", detach=True,
+                                             environment={**job["environment"], **environment})
+    try:
+        code = container.wait(timeout=120)["StatusCode"]
+        return code, container.logs().decode()
+    finally:
+        container.remove(force=True)
+
+
+def test_the_registration_script_is_idempotent_corrects_drift_and_fails_clearly(cloud, docker_client):
+    job = registration_spec(cloud, "placement")
+    code, out = run_registration(docker_client, job)
+    assert (code, out.strip()) == (0, "kolla_keystone_register: placement: already registered"), out
+    # Drift by hand: a wrong public URL and a revoked role are put back by the next run.
+    endpoint = cloud.openstack("endpoint", "list", "--service", "placement", "--interface", "public", "-c", "ID").strip()
+    admin_action(cloud, "endpoint", "set", "--url", "http://127.0.0.1:1/wrong", endpoint)
+    admin_action(cloud, "role", "remove", "--user", "placement", "--project", "service", "admin")
+    code, out = run_registration(docker_client, job)
+    url = f"http://127.0.0.1:{cloud.globals['placement_api_port']}"
+    assert code == 0 and f"public endpoint set to {url}" in out and "role admin granted to placement" in out, out
+    assert cloud.openstack("endpoint", "show", endpoint, "-c", "url").strip() == url
+    # Wrong admin credentials: exit 1 naming the step and keystone's answer, no secret printed.
+    code, out = run_registration(docker_client, job, OS_PASSWORD="kst-wrong-admin-password")
+    assert code == 1 and "placement: authenticating as admin: keystone answered 401" in out, out
+    assert "kst-wrong-admin-password" not in out and job["environment"]["KOLLA_SERVICE_PASSWORD"] not in out
+    # keystone unreachable: the step and the address are named (after its retries).
+    code, out = run_registration(docker_client, job, OS_AUTH_URL="http://127.0.0.1:1/v3", KOLLA_KEYSTONE_WAIT="2")
+    assert code == 1 and "does not answer" in out and "127.0.0.1:1" in out, out
+
+
 def test_secrets_stay_out_of_the_output(cloud):
     for key, secret in cloud.passwords().items():
         assert secret not in cloud.deploy_output, key
