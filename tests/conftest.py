@@ -24,6 +24,7 @@ TEST_PORTS = {
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.
 IMAGE_NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
+IMAGES = IMAGE_NAMESPACE or "kolla-salt"   # the namespace of the images tests run and name
 
 
 @pytest.fixture(scope="session")

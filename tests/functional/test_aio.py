@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import IMAGES
 
 pytestmark = pytest.mark.functional
 SERVICES = ("cron", "mariadb", "rabbitmq", "memcached", "keystone")
@@ -151,7 +152,7 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
                   "echo never healthy\\nexit 1\\n' > kolla_keystone_check && chmod 755 kolla_keystone_check\n")
     broken_tag = f"{aio.prefix}broken"
     image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
-                                          tag=f"kolla-salt/keystone:{broken_tag}", rm=True, forcerm=True)
+                                          tag=f"{IMAGES}/keystone:{broken_tag}", rm=True, forcerm=True)
     try:
         aio.write_globals(keystone_tag=broken_tag, container_health_timeout=15)
         proc = aio.run("upgrade", "--services", "keystone", check=False)

@@ -4,6 +4,7 @@ import json
 
 import docker.errors
 import pytest
+from conftest import IMAGES
 
 pytestmark = pytest.mark.functional
 CONTROL = {"enable_rabbitmq": False, "enable_cron": False}
@@ -106,8 +107,8 @@ def test_a_release_change_restarts_no_infrastructure_container(cloud, docker_cli
     image, two tags): the release upgrade replaces keystone only."""
     env = cloud
     for service in ("mariadb", "memcached", "toolbox"):
-        assert (docker_client.images.get(f"kolla-salt/{service}:{RELEASE}-source").id
-                == docker_client.images.get(f"kolla-salt/{service}:{NEXT}-source").id)
+        assert (docker_client.images.get(f"{IMAGES}/{service}:{RELEASE}-source").id
+                == docker_client.images.get(f"{IMAGES}/{service}:{NEXT}-source").id)
     infrastructure = started(docker_client, env, ["mariadb", "memcached"])
     out = env.run("upgrade", "--release", NEXT).stdout
     assert keystone_tag(docker_client, env) == f"{NEXT}-source"

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from kolla_salt.inventory import default_image
+from conftest import IMAGES
 
 pytestmark = pytest.mark.functional
 
@@ -154,7 +155,7 @@ def test_pruning_keeps_generations_kept_and_drops_orphaned_images(memcached_env,
         for round_ in range(3):
             dockerfile = f"FROM {base.id}\nLABEL kst.round={round_}\n"
             image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
-                                                  tag=f"kolla-salt/memcached:{tag}", rm=True, forcerm=True)
+                                                  tag=f"{IMAGES}/memcached:{tag}", rm=True, forcerm=True)
             images.append(image.id)
             memcached_env.run("deploy")
         assert docker_client.containers.get(name).labels["kolla.generation"] == "3"
@@ -179,7 +180,7 @@ def build_memcached_child(docker_client, tag, *lines):
     import io
     dockerfile = "\n".join([f"FROM {docker_client.images.get(MEMCACHED_IMAGE).id}", *lines]) + "\n"
     image, _ = docker_client.images.build(fileobj=io.BytesIO(dockerfile.encode()),
-                                          tag=f"kolla-salt/memcached:{tag}", rm=True, forcerm=True)
+                                          tag=f"{IMAGES}/memcached:{tag}", rm=True, forcerm=True)
     return image.id
 
 
@@ -275,7 +276,7 @@ def test_a_job_runs_again_when_its_image_content_changes_and_never_under_test(me
     tag = f"{env.prefix}jobs"
     marks = tmp_path / "marks"
     marks.mkdir()
-    spec = {"image": f"kolla-salt/memcached:{tag}", "restart_policy": "no", "volumes": [f"{marks}:/marks"],
+    spec = {"image": f"{IMAGES}/memcached:{tag}", "restart_policy": "no", "volumes": [f"{marks}:/marks"],
             "command": ["sh", "-c", "cat /build >> /marks/runs"]}
     job = env.name("content_job")
     images = [build_memcached_child(docker_client, tag, "RUN echo first > /build")]

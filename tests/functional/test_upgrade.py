@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import IMAGES
 
 pytestmark = pytest.mark.functional
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
@@ -27,7 +28,7 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
         env.run("build", "--release", release, "mariadb", "memcached", "toolbox", "keystone")
     env.run("deploy")
     keystone = env.name("keystone")
-    assert docker_client.containers.get(keystone).image.tags == [f"kolla-salt/keystone:{OLD}-source"]
+    assert docker_client.containers.get(keystone).image.tags == [f"{IMAGES}/keystone:{OLD}-source"]
     env.openstack("project", "create", "--domain", "default", "kst-upgrade-project")
     env.openstack("user", "create", "--domain", "default", "--password", "pw-kst", "kst-upgrade-user")
     assert NEW_MIGRATION not in alembic_versions(env, docker_client)
@@ -35,7 +36,7 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     out = env.run("upgrade", "--release", NEW).stdout
     assert f"keystone to {NEW}" in out
     current = docker_client.containers.get(keystone)
-    assert current.image.tags == [f"kolla-salt/keystone:{NEW}-source"]
+    assert current.image.tags == [f"{IMAGES}/keystone:{NEW}-source"]
     assert current.labels["kolla.generation"] == "2"
     assert NEW_MIGRATION in alembic_versions(env, docker_client)   # db_sync ran the new migration
     # The database image has the same content in both releases (one image, two tags):
@@ -49,7 +50,7 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     out = env.run("rollback", keystone).stdout
     assert "generation 3 runs what generation 1 ran" in out
     current = docker_client.containers.get(keystone)
-    assert current.image.tags == [f"kolla-salt/keystone:{OLD}-source"]
+    assert current.image.tags == [f"{IMAGES}/keystone:{OLD}-source"]
     assert current.labels["kolla.generation"] == "3"
     assert "kst-upgrade-user" in env.openstack("user", "list", "-c", "Name").split()
     assert env.openstack("token", "issue", "-c", "id").strip()
@@ -57,8 +58,8 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     assert '"generation": 3' in status
     history = json.loads(env.run("history", "keystone", "--format", "json").stdout)
     assert [(h["generation"], h["outcome"], h["image"]) for h in history] == [
-        (1, "replaced", f"kolla-salt/keystone:{OLD}-source"), (2, "replaced", f"kolla-salt/keystone:{NEW}-source"),
-        (3, "running", f"kolla-salt/keystone:{OLD}-source")]
+        (1, "replaced", f"{IMAGES}/keystone:{OLD}-source"), (2, "replaced", f"{IMAGES}/keystone:{NEW}-source"),
+        (3, "running", f"{IMAGES}/keystone:{OLD}-source")]
     assert not any(secret in env.run("history", "keystone").stdout for secret in env.passwords().values())
 
 
@@ -83,6 +84,6 @@ def test_a_release_jump_is_refused_and_with_the_override_keystone_still_issues_t
 
     out = env.run("deploy", "--allow-release-jump").stdout
     assert f"--allow-release-jump: keystone: runs zed, declared {NEW}" in out
-    assert docker_client.containers.get(keystone).image.tags == [f"kolla-salt/keystone:{NEW}-source"]
+    assert docker_client.containers.get(keystone).image.tags == [f"{IMAGES}/keystone:{NEW}-source"]
     assert "kst-jump-project" in env.openstack("project", "list", "-c", "Name").split()
     assert env.openstack("token", "issue", "-c", "id").strip()

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from salt_master import master_and_minion
+from conftest import IMAGES
 
 pytestmark = pytest.mark.integration
 
@@ -47,13 +48,13 @@ def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
     new_tag = f"{deployment.prefix}next"
     # Other content: a new tag of the same image is the same container (compared by id).
     docker_client.images.build(fileobj=io.BytesIO(f"FROM {old.image.id}\nLABEL kst.next=1\n".encode()),
-                               tag=f"kolla-salt/memcached:{new_tag}", rm=True)
+                               tag=f"{IMAGES}/memcached:{new_tag}", rm=True)
     try:
         deployment.write_globals(memcached_tag=new_tag)
         ret = orchestrate(master, minion)
         assert ret.returncode == 0, ret.stdout + ret.stderr
         current = docker_client.containers.get(name)
-        assert current.attrs["Config"]["Image"] == f"kolla-salt/memcached:{new_tag}"
+        assert current.attrs["Config"]["Image"] == f"{IMAGES}/memcached:{new_tag}"
         assert current.labels["kolla.generation"] == "2" and current.status == "running"
         port = deployment.globals["memcached_port"]
         assert current.exec_run(["kolla_check", "memcached", f"127.0.0.1:{port}"]).exit_code == 0
@@ -65,4 +66,4 @@ def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
         assert docker_client.containers.get(name).id == current.id   # converged: nothing replaced
     finally:
         deployment.cleanup(docker_client)   # its containers use the image
-        docker_client.images.remove(f"kolla-salt/memcached:{new_tag}")
+        docker_client.images.remove(f"{IMAGES}/memcached:{new_tag}")
