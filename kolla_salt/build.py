@@ -30,20 +30,34 @@ BUILD_HASH_LABEL = "kolla.build-hash"
 CA_BUNDLE_NAME = "kolla-ca-bundle.crt"
 
 
+INSTALL_TYPES = ("binary", "source")
+
+
 @dataclass
 class ImageDef:
     name: str
     folder: Path
     parent: str | None  # None: the rootfs image
+    # image.yml `install_types`: what its Dockerfile can build (glance and placement: source only)
+    install_types: tuple = INSTALL_TYPES
 
 
 def discover(images_dir=paths.IMAGES_DIR):
     images = {}
     for folder in sorted(p for p in images_dir.iterdir() if (p / "Dockerfile.j2").is_file()):
         meta_file = folder / "image.yml"
-        meta = yaml.safe_load(meta_file.read_text()) if meta_file.exists() else {}
-        images[folder.name] = ImageDef(folder.name, folder, (meta or {}).get("parent"))
+        meta = (yaml.safe_load(meta_file.read_text()) if meta_file.exists() else {}) or {}
+        images[folder.name] = ImageDef(folder.name, folder, meta.get("parent"),
+                                       tuple(meta.get("install_types", INSTALL_TYPES)))
     return images
+
+
+def install_type_problem(image, install_type):
+    """Why `image` cannot be built as `install_type`, or None."""
+    if install_type not in image.install_types:
+        return (f"images/{image.name}/image.yml: the {image.name} image is built only as "
+                f"{' or '.join(image.install_types)} (install_types), not {install_type}")
+    return None
 
 
 def remove_if_orphaned(client, image_id):
@@ -206,8 +220,20 @@ class Builder:
         return hashlib.sha256(context).hexdigest()[:16]
 
     def build(self, wanted=None, force=False):
-        """Builds `wanted` (all by default) and their parents; returns {name: 'built'|'tagged'|'unchanged'}."""
-        order = build_order(self.images, wanted or sorted(self.images))
+        """Builds `wanted` (all by default: those the install type allows) and their parents;
+        returns {name: 'built'|'tagged'|'unchanged'}."""
+        install_type = self.settings.get("kolla_install_type", "source")
+        if wanted:
+            problems = [p for p in (install_type_problem(self.images[w], install_type)
+                                    for w in wanted if w in self.images) if p]
+            if problems:
+                raise ValidationError(problems)
+        else:
+            wanted = [name for name in sorted(self.images)
+                      if not install_type_problem(self.images[name], install_type)]
+            for name in sorted(set(self.images) - set(wanted)):
+                self.out(f"[build] {name}: skipped, no {install_type} image (images/{name}/image.yml)")
+        order = build_order(self.images, wanted)
         parent_root = self.ensure_rootfs()
         result, replaced = {}, []
         for index, name in enumerate(order, 1):

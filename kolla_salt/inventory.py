@@ -23,7 +23,7 @@ import jinja2
 import yaml
 
 from . import paths
-from .build import image_ref
+from .build import discover, image_ref, install_type_problem
 from .clouds import keystone_url
 from .healthloop import beacon_config, restart_settings
 from .errors import ValidationError
@@ -333,6 +333,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 problems.append(f"{folder}: no service is called '{folder.name}' "
                                 f"(services: {', '.join(sorted(known_services))})")
     prefix = settings["container_name_prefix"]
+    images = discover()
     services = []
     for top, service in order:
         if not settings.get(f"enable_{service}", False):
@@ -347,6 +348,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         if not any(fnmatch.fnmatch(minion_id, pattern) for pattern in host_patterns(settings, service, definition)):
             continue
         set_path = f"{top}/{service}"
+        for image in sorted({c.get("image") for c in (definition.get("containers") or {}).values()} - {None}):
+            problem = image in images and install_type_problem(images[image], renderer.settings["kolla_install_type"])
+            if problem:
+                problems.append(f"{problem}: set enable_{service}: false in globals.yml")
         overrides = {}
         override_dir = overrides_root / service
         if override_dir.is_dir():

@@ -102,3 +102,23 @@ def test_a_bad_glance_port_is_refused_naming_the_key(tmp_path):
     write_operator_files(tmp_path, enable_glance=True, glance_api_port="nine")
     with pytest.raises(ValidationError, match="key 'glance_api_port' must be a whole number, got 'nine'"):
         build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})
+
+
+def test_a_release_without_source_images_refuses_glance_and_builds_skip_it(tmp_path):
+    """zed is binary only (Debian's packages): glance and placement have source images only."""
+    from kolla_salt.build import Builder, discover
+    write_operator_files(tmp_path, openstack_release="zed", kolla_install_type="binary", enable_rabbitmq=False)
+    with pytest.raises(ValidationError) as error:
+        build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})
+    assert sorted(error.value.problems) == [
+        f"images/{name}/image.yml: the {name} image is built only as source (install_types), not binary: "
+        f"set enable_{name}: false in globals.yml" for name in ("glance", "placement")]
+    write_operator_files(tmp_path, openstack_release="zed", kolla_install_type="binary",
+                         enable_glance=False, enable_placement=False)
+    assert [s["name"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]][-1] \
+        == "keystone"
+    assert discover()["keystone"].install_types == ("binary", "source")
+    builder = Builder.__new__(Builder)   # no engine: a named image refused before any build
+    builder.images, builder.settings = discover(), {"kolla_install_type": "binary"}
+    with pytest.raises(ValidationError, match="images/glance/image.yml: the glance image is built only as source"):
+        builder.build(["glance"])
