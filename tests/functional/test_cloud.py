@@ -13,6 +13,7 @@ import yaml
 
 pytestmark = pytest.mark.functional
 SERVICES = ("mariadb", "memcached", "keystone", "glance_api", "placement_api")
+NEXT = "2026.2"   # the release after the default
 
 
 @pytest.fixture(scope="module")
@@ -214,6 +215,28 @@ def test_a_new_service_password_registers_again_and_glance_follows(cloud, docker
     assert openstack_as(cloud, "glance", old, "token", "issue").returncode != 0
     assert openstack_as(cloud, "glance", "kst-new-glance-password", "token", "issue").returncode == 0
     assert cloud.openstack("image", "list") is not None       # glance validates tokens with it
+
+
+def test_a_release_upgrade_of_glance_and_placement_keeps_their_data(cloud, docker_client, built_images, tmp_path):
+    """2026.1 -> 2026.2 (glance 32 -> 33, placement 15 -> 16): db_sync on the new image, swap,
+    the image file and the resource provider still there; registration has nothing to redo."""
+    built_images("--release", NEXT, "toolbox", "glance", "placement")
+    data = os.urandom(64 * 1024)
+    (tmp_path / "before.img").write_bytes(data)
+    image_id = cloud.openstack("image", "create", "--file", str(tmp_path / "before.img"), "--disk-format", "raw",
+                               "--container-format", "bare", "kst-before-upgrade", "-c", "id").strip()
+    provider = cloud.openstack("resource", "provider", "create", "kst-before-upgrade", "-c", "uuid").strip()
+    generations = {c: int(docker_client.containers.get(cloud.name(c)).labels["kolla.generation"])
+                   for c in ("glance_api", "placement_api")}
+    out = cloud.run("upgrade", "--services", "glance,placement", "--release", NEXT).stdout
+    for container, generation in generations.items():
+        assert f"{cloud.name(container)} recreated, generation {generation + 1} is healthy" in out, out
+        assert docker_client.containers.get(cloud.name(container)).image.labels["kolla.release"] == NEXT
+    assert "keystone_register" not in out     # same declaration, same toolbox content: nothing to do
+    admin_action(cloud, "image", "save", "--file", str(tmp_path / "after.img"), image_id)
+    assert (tmp_path / "after.img").read_bytes() == data
+    assert cloud.openstack("resource", "provider", "show", provider, "-c", "name").strip() == "kst-before-upgrade"
+    assert " 0 changed, 0 failed" in cloud.run("deploy", "--test").stdout   # pinned in pins.yml: nothing left
 
 
 def test_bad_input_is_refused_naming_the_key_before_anything_changes(cloud, docker_client):
