@@ -230,7 +230,8 @@ def service_order():
 def host_patterns(settings, service, definition):
     """Minion id patterns of the hosts that run `service`: `roles.<service>` when the
     operator gives one (kolla-ansible's per-service inventory groups), else those of
-    the role(s) its folder names (`role:`, one or a list: a host with any of them)."""
+    the role(s) its folder names (`role:`, one or a list: a host with any of them; `all`:
+    every host some role or roles.<service> names)."""
     return host_patterns_and_key(settings, service, definition)[0]
 
 
@@ -238,6 +239,9 @@ def host_patterns_and_key(settings, service, definition):
     """(patterns, the globals.yml key they come from, for messages)."""
     if service in settings["roles"]:
         return settings["roles"][service], f"roles.{service}"
+    if definition.get("role") == "all":   # every host given some service, by a role or by roles.<service>
+        patterns = [p for patterns in settings["roles"].values() for p in patterns]
+        return list(dict.fromkeys(patterns)), "roles"
     roles = definition.get("role", "control")
     roles = [roles] if isinstance(roles, str) else roles
     return [pattern for role in roles for pattern in settings["roles"].get(role, [])], f"roles.{'|'.join(roles)}"

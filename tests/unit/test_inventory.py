@@ -134,3 +134,15 @@ def test_a_host_receives_only_the_secrets_its_services_use(tmp_path):
     assert {"database_password", "keystone_admin_password", "rabbitmq_password"} <= set(control["passwords"])
     assert [s["name"] for s in compute["services"]] == ["cron"]
     assert compute["passwords"] == {}
+
+
+def test_log_rotation_follows_every_host_given_a_service_even_by_a_service_role(tmp_path):
+    """cron's folder says `role: all`: a host named only by roles.memcached gets it too."""
+    write(tmp_path, "passwords.yml", {k: "pw" for k in yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())})
+    write(tmp_path, "globals.yml", {"roles": {"control": ["ctl1"], "compute": [], "network": [], "storage": [],
+                                              "memcached": ["cache1"]}})
+    names = {host: [s["name"] for s in build_pillar(tmp_path, host, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]]
+             for host in ("ctl1", "cache1", "other")}
+    assert names["cache1"] == ["cron", "memcached"]
+    assert "cron" in names["ctl1"] and "memcached" not in names["ctl1"]
+    assert names["other"] == []
