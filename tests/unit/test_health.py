@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import docker.errors
 import pytest
 
-from kolla_salt import health, healthloop
+from kolla_salt import health, healthloop, hostsignals
 from kolla_salt.inventory import default_settings
 from kolla_salt.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
 
@@ -257,7 +257,10 @@ def test_minion_opts_come_from_settings(tmp_path):
                              health_check_interval=2, health_restart_cap=5)
     opts = healthloop.minion_opts(settings)
     beacon = health.merge_config(opts["beacons"]["kolla_health"])
-    assert beacon == {"interval": 2, "threshold": 3, "prefix": "kst-", "remind": 10, "remind_max": 600}
+    assert beacon == {"interval": 1, "check_interval": 2, "retry_interval": 1, "threshold": 3, "probe": 1,
+                      "pressure_limit": 0.2, "slow_factor": 3, "stall_window": 10, "prefix": "kst-",
+                      "remind": 10, "remind_max": 600,
+                      "status_file": str(tmp_path / "health" / "status.json")}
     assert health.validate_beacon_config(opts["beacons"]["kolla_health"])[0]
     assert opts["kolla_health"]["restart_cap"] == 5 and opts["kolla_health"]["prefix"] == "kst-"
     assert opts["master_type"] == "disable" and opts["engines"] == [{"reactor": {}}]
@@ -298,25 +301,43 @@ class FakeExecAPI:
 def test_checks_run_in_the_background_and_a_hung_one_fails_at_its_timeout():
     client = SimpleNamespace(api=FakeExecAPI())
     runner, watched = health.CheckRunner(), item()   # timeout 2 s
-    runner.start(client, [watched], now=0.0)
+    runner.start(client, [(watched, 2)], now=0.0)
     assert runner.collect(client, now=1.0) == []            # still running: nothing to report, no waiting
-    runner.start(client, [watched], now=1.0)
+    runner.start(client, [(watched, 2)], now=1.0)
     assert len(client.api.created) == 1                       # one check in flight per container
     client.api.release["exec0"].set()
     runner.in_flight[watched.name].thread.join(2)
-    assert runner.collect(client, now=1.5) == [(watched, CheckResult(True, "healthy"))]
-    runner.start(client, [watched], now=1.5)                  # the next check starts
+    [(_, passed, _)] = runner.collect(client, now=1.5)
+    assert passed.ok and passed.detail == "healthy" and 0 <= passed.duration < 1.5
+    runner.start(client, [(watched, 2)], now=1.5)             # the next check starts
     assert runner.collect(client, now=2.9) == []              # 1.4 s in: not yet due
-    [(_, hung)] = runner.collect(client, now=3.1)             # its 2 s timeout falls due at this pass (jitter)
-    assert not hung.ok and "timed out after 2 s" in hung.detail
+    [(_, hung, _)] = runner.collect(client, now=3.1)          # its 2 s timeout falls due at this pass (jitter)
+    assert not hung.ok and hung.timed_out and "timed out after 2 s" in hung.detail
     client.api.release["exec1"].set()
+
+
+def sample(ticks=100, stopped=False, io_wait=False):
+    return hostsignals.ServiceSample(ticks=ticks, stopped=stopped, io_wait=io_wait)
+
+
+def test_a_check_running_while_a_service_process_is_stopped_ends_after_the_probe_time():
+    client = SimpleNamespace(api=FakeExecAPI())
+    runner, watched = health.CheckRunner(probe=1.0), item()
+    runner.start(client, [(watched, 5)], now=0.0, samples={watched.name: sample(ticks=7)})
+    frozen = {watched.name: sample(ticks=7, stopped=True)}
+    assert runner.collect(client, now=0.5, samples=frozen) == []     # a check may take a moment
+    [(_, result, evidence)] = runner.collect(client, now=1.1, samples=frozen)
+    assert not result.ok and not result.timed_out and "stopped" in result.detail
+    assert evidence.stopped and evidence.ticks_before == evidence.ticks == 7
+    assert health.judge(result, evidence, usual=0.05, pressure_limit=0.2) == "hung"
+    client.api.release["exec0"].set()
 
 
 def test_a_removed_container_has_no_check_left_in_flight():
     client = SimpleNamespace(api=FakeExecAPI())
     runner = health.CheckRunner()
-    runner.start(client, [item("a"), item("b")], now=0.0)
+    runner.start(client, [(item("a"), 2), (item("b"), 2)], now=0.0)
     runner.forget_others(["b"])
-    assert list(runner.in_flight) == ["b"]
+    assert list(runner.in_flight) == ["b"] and list(runner.last_start) == ["b"]
     for event in client.api.release.values():
         event.set()
