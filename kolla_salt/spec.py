@@ -186,6 +186,7 @@ class ContainerSpec:
         if swap not in SWAP_MODES:
             problems.append(f"{where}.swap: '{swap}' is not one of {', '.join(SWAP_MODES)}")
         command = text_list("command") if data.get("command") is not None else None
+        stateful, cluster = get("stateful", bool, False), get("cluster", str, "") or ""
         if problems:
             raise ValidationError(problems)
         return cls(
@@ -194,7 +195,7 @@ class ContainerSpec:
             privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
-            stateful=get("stateful", bool, False), cluster=get("cluster", str, "") or "")
+            stateful=stateful, cluster=cluster)
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):
