@@ -291,23 +291,31 @@ def judge(result, evidence, usual, pressure_limit):
     ok      it passed
     hung    it failed, or ran past the probe time, while a service process was
             stopped: the service cannot answer until someone sends SIGCONT
-    slow    it failed slowly (timed out, or took over twice its usual time)
-            while the host was under pressure (PSI over `pressure_limit` of the
-            check's time) or the service waited on the disk: load explains it
+    slow    it failed while the host was under pressure (PSI over
+            `pressure_limit` of the check's time) and either the service made
+            progress (CPU time grew) or the check was slow (timed out, or took
+            over twice its usual time); or it was slow while the service waited
+            on the disk (state D): load explains it
     failed  anything else; counts towards the threshold
 
-    Progress is not required for `slow`: a starved service may not get one
-    clock tick (10 ms) in a check's time, and a check that waits for the CPU
-    has not reached the service yet. A service that makes no progress at all
-    is judged over the whole failing streak instead (HealthTracker: stalled)."""
+    A slow check under pressure is slow even without progress: a starved
+    service may not get one clock tick (10 ms) in a check's time, and a check
+    that waits for the CPU has not reached the service yet. A service that
+    makes no progress at all is judged over its whole failing streak instead
+    (HealthTracker: stalled)."""
     if result.ok:
         return "ok"
     if evidence.stopped:
         return "hung"
     took_long = result.timed_out or result.duration >= max(2 * usual, 1.0)
-    if took_long and (evidence.pressure >= pressure_limit or evidence.io_wait):
+    if evidence.pressure >= pressure_limit and (took_long or _progressed(evidence)) or took_long and evidence.io_wait:
         return "slow"
     return "failed"
+
+
+def _progressed(evidence):
+    """Whether the service's CPU time grew while the check ran (False: unknown)."""
+    return None not in (evidence.ticks, evidence.ticks_before) and evidence.ticks > evidence.ticks_before
 
 
 # Statuses a tracker reports (status file, events).
@@ -376,6 +384,8 @@ class HealthTracker:
             track.incarnation, track.failures, track.streak, track.healthy_since = item.incarnation, 0, None, 0.0
         verdict = judge(result, evidence, track.usual, self.pressure_limit)
         track.detail = result.detail
+        if verdict == "ok" and track.slow and result.duration > item.timeout:
+            return []                # passes only with the longer timeout: still slow
         if verdict == "ok":
             if not result.timed_out and result.duration > 0:
                 track.usual = result.duration if not track.usual else 0.8 * track.usual + 0.2 * result.duration
@@ -391,8 +401,11 @@ class HealthTracker:
             track.streak = (now - result.duration, evidence.ticks_before, evidence.psi_before)
         if verdict == "hung":
             return self._unhealthy(item, track, result, now, HUNG)
-        if item.start_period and now - item.started_epoch() < item.start_period:
+        up_for = now - item.started_epoch()
+        if item.start_period and up_for < item.start_period:
             return []                # still starting: failures do not count (as in Docker)
+        if not track.healthy_since and _progressed(evidence) and up_for < self.slow_factor * max(item.start_period, 5):
+            return []                # never passed yet and busy starting (a loaded host starts slowly)
         if verdict == "slow":
             track.slow = True
             if track.status != SLOW:

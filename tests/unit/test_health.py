@@ -387,9 +387,10 @@ def test_a_stopped_service_is_reported_at_once_as_a_certain_hang():
 def test_a_slow_service_is_reported_slow_once_never_unhealthy_and_its_timeout_grows():
     tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
     watched = item()
-    events = observe_all(tracker, [(timed_out(), health.Evidence(ticks_before=1, ticks=5, **LOADED))] * 6 +
+    events = observe_all(tracker, [(OK, health.Evidence())] +
+                         [(timed_out(), health.Evidence(ticks_before=1, ticks=5, **LOADED))] * 6 +
                          [(OK, health.Evidence())])
-    assert [(i, tag) for i, tag, _ in events] == [(0, "memcached/slow"), (6, "memcached/healthy")]
+    assert [(i, tag) for i, tag, _ in events] == [(1, "memcached/slow"), (7, "memcached/healthy")]
     assert tracker.timeout(watched) == watched.timeout
     observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))])
     assert tracker.timeout(watched) == 3 * watched.timeout and tracker.snapshot()["memcached"]["status"] == "slow"
@@ -411,8 +412,8 @@ def test_a_stateful_service_failing_without_a_certain_hang_is_reported_failing_n
     db = Watched(name="mariadb", container_id="d" * 64, started_at="2024-01-01T00:00:00Z", test=("x",),
                  timeout=2, start_period=0, stateful=True)
     progressing = [(FAIL, health.Evidence(ticks_before=i, ticks=i + 1, **CALM)) for i in range(6)]
-    events = observe_all(tracker, progressing + [(OK, health.Evidence())], db)
-    assert [(i, tag) for i, tag, _ in events] == [(1, "mariadb/failing"), (6, "mariadb/healthy")]
+    events = observe_all(tracker, [(OK, health.Evidence())] + progressing + [(OK, health.Evidence())], db)
+    assert [(i, tag) for i, tag, _ in events] == [(2, "mariadb/failing"), (7, "mariadb/healthy")]
     # the same, frozen: a certain hang, reported at once
     [(_, tag, data)] = observe_all(tracker, [(FAIL, health.Evidence(stopped=True))], db, start=T0 + 100)
     assert (tag, data["verdict"], data["certain"]) == ("mariadb/unhealthy", "hung", True)
@@ -432,6 +433,17 @@ def test_no_cpu_progress_over_the_stall_window_on_a_calm_host_is_a_certain_hang(
              (FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded)),
              (FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded))]
     assert observe_all(tracker, still, step=5.0) == []
+
+
+def test_a_container_that_never_passed_and_is_busy_starting_is_given_time():
+    """A loaded host starts a service slowly; its socket is not there yet, so the
+    check fails fast. While it has never passed and makes progress, that is a
+    start, up to slow_factor times its start period (at least 5 s)."""
+    tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
+    started = "2023-11-14T22:13:20Z"   # == T0
+    busy = [(FAIL, health.Evidence(ticks_before=i, ticks=i + 3)) for i in range(20)]
+    events = observe_all(tracker, busy, item(started=started, start_period=5))
+    assert [(i, tag) for i, tag, _ in events] == [(16, "memcached/unhealthy")]   # failures at 15, 16 s
 
 
 def test_the_unhealthy_event_says_how_long_it_had_been_healthy():
@@ -555,3 +567,12 @@ def test_pressure_is_the_share_of_a_window_some_task_waited(tmp_path):
     after = {"cpu": 5_000_000, "io": 1_500_000}
     assert hostsignals.pressure_between(before, after, 4.0) == pytest.approx(0.5)
     assert hostsignals.pressure_between({}, after, 4.0) == 0.0
+
+
+def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
+    tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
+    late_pass = CheckResult(True, "healthy", duration=4.0)     # timeout 2, extended to 6
+    events = observe_all(tracker, [(OK, health.Evidence()), (timed_out(2), health.Evidence(**LOADED)),
+                                   (late_pass, health.Evidence()), (late_pass, health.Evidence()),
+                                   (CheckResult(True, "healthy", duration=0.1), health.Evidence())])
+    assert [(i, tag) for i, tag, _ in events] == [(1, "memcached/slow"), (4, "memcached/healthy")]
