@@ -363,11 +363,15 @@ class HealthTracker:
 
     def due(self, item, since_last, stopped=False):
         """Whether `item`'s next check is due `since_last` s after the last one
-        started: sooner while it fails or a service process is stopped (a
-        hang shows first there); a slow one keeps the normal pace (checks add load)."""
+        started: sooner while it fails, has not passed since it (re)started, or
+        a service process is stopped (a hang shows first there); a slow one
+        keeps the normal pace (checks add load)."""
         track = self.tracks.get(item.name)
-        failing = track is not None and track.incarnation == item.incarnation and track.failures and not track.slow
-        gap = self.retry_interval if failing or stopped else self.interval
+        if track is None or track.incarnation != item.incarnation:
+            unsure = True
+        else:
+            unsure = not track.slow and (track.failures or not track.healthy_since)
+        gap = self.retry_interval if unsure or stopped else self.interval
         return since_last >= gap - PASS_JITTER
 
     def timeout(self, item):

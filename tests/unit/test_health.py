@@ -401,9 +401,11 @@ def test_a_slow_service_is_reported_slow_once_never_unhealthy_and_its_timeout_gr
 def test_failing_checks_come_sooner_and_a_stopped_process_is_checked_at_once():
     tracker = HealthTracker(threshold=3, interval=5, retry_interval=1, remind=0)
     watched = item()
-    assert tracker.due(watched, since_last=float("inf"))
+    assert tracker.due(watched, since_last=1.0)              # not passed since it started: soon
+    observe_all(tracker, [(OK, health.Evidence())])
     assert not tracker.due(watched, since_last=1.0) and tracker.due(watched, since_last=1.0, stopped=True)
-    observe_all(tracker, [(FAIL, health.Evidence())])
+    assert tracker.due(watched, since_last=5.0)
+    observe_all(tracker, [(FAIL, health.Evidence())], start=T0 + 10)
     assert tracker.due(watched, since_last=1.0)
 
 
