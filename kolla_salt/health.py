@@ -333,6 +333,7 @@ class _Track:
     reminders: int = 0
     usual: float = 0.0           # usual duration of a passing check (moving average)
     slow: bool = False           # the last check was slow: the next ones get a longer timeout
+    slows: int = 0               # slow checks since it last passed
     streak: tuple | None = None  # (time, ticks, psi) when the first failing check of a streak started
     healthy_since: float = 0.0   # when it last began to pass
     detail: str = ""
@@ -348,7 +349,8 @@ class HealthTracker:
                progress over `stall_window` s of failing checks on a host not
                under pressure): `certain`; or failing (`threshold` failures in a
                row; not sent for a stateful container, which gets `failing`)
-    slow       its check failed slowly under load: not counted, not restarted
+    slow       its check failed `threshold` times in a row, slowly under load:
+               not counted as failures, not restarted
     failing    a stateful container keeps failing without a certain hang
     healthy    a container reported by one of the above passes again"""
     threshold: int = 3
@@ -393,7 +395,7 @@ class HealthTracker:
         if verdict == "ok":
             if not result.timed_out and result.duration > 0:
                 track.usual = result.duration if not track.usual else 0.8 * track.usual + 0.2 * result.duration
-            track.failures, track.streak, track.slow = 0, None, False
+            track.failures, track.streak, track.slow, track.slows = 0, None, False, 0
             track.healthy_since = track.healthy_since or now
             if track.status in (UNHEALTHY, SLOW, FAILING):
                 self._set(track, HEALTHY, now)
@@ -411,8 +413,9 @@ class HealthTracker:
         if not track.healthy_since and _progressed(evidence) and up_for < self.slow_factor * max(item.start_period, 5):
             return []                # never passed yet and busy starting (a loaded host starts slowly)
         if verdict == "slow":
-            track.slow = True
-            if track.status != SLOW:
+            track.slow = True        # the next checks get the longer timeout at once
+            track.slows += 1
+            if track.status != SLOW and track.slows >= self.threshold:   # news once it lasts
                 self._set(track, SLOW, now)
                 return [self._event(item, SLOW, track, result)]
             return []

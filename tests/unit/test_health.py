@@ -384,16 +384,19 @@ def test_a_stopped_service_is_reported_at_once_as_a_certain_hang():
     assert (i, tag, data["verdict"], data["certain"]) == (1, "memcached/unhealthy", "hung", True)
 
 
-def test_a_slow_service_is_reported_slow_once_never_unhealthy_and_its_timeout_grows():
+def test_a_slow_service_is_reported_slow_once_it_lasts_never_unhealthy_and_its_timeout_grows():
     tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
     watched = item()
     events = observe_all(tracker, [(OK, health.Evidence())] +
                          [(timed_out(), health.Evidence(ticks_before=1, ticks=5, **LOADED))] * 6 +
                          [(OK, health.Evidence())])
-    assert [(i, tag) for i, tag, _ in events] == [(1, "memcached/slow"), (7, "memcached/healthy")]
+    assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (7, "memcached/healthy")]
     assert tracker.timeout(watched) == watched.timeout
-    observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))])
-    assert tracker.timeout(watched) == 3 * watched.timeout and tracker.snapshot()["memcached"]["status"] == "slow"
+    observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))], start=T0 + 10)
+    assert tracker.timeout(watched) == 3 * watched.timeout       # at once
+    assert tracker.snapshot()["memcached"]["status"] == "healthy"  # one slow check is not news
+    observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))], start=T0 + 20)
+    assert tracker.snapshot()["memcached"]["status"] == "slow"
     # a slow container keeps the normal pace: checks add load
     assert not tracker.due(watched, since_last=2.0) and tracker.due(watched, since_last=5.0)
 
@@ -574,7 +577,7 @@ def test_pressure_is_the_share_of_a_window_some_task_waited(tmp_path):
 def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
     tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
     late_pass = CheckResult(True, "healthy", duration=4.0)     # timeout 2, extended to 6
-    events = observe_all(tracker, [(OK, health.Evidence()), (timed_out(2), health.Evidence(**LOADED)),
-                                   (late_pass, health.Evidence()), (late_pass, health.Evidence()),
-                                   (CheckResult(True, "healthy", duration=0.1), health.Evidence())])
-    assert [(i, tag) for i, tag, _ in events] == [(1, "memcached/slow"), (4, "memcached/healthy")]
+    events = observe_all(tracker, [(OK, health.Evidence())] + [(timed_out(2), health.Evidence(**LOADED))] * 2 +
+                         [(late_pass, health.Evidence())] * 2 +
+                         [(CheckResult(True, "healthy", duration=0.1), health.Evidence())])
+    assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (5, "memcached/healthy")]
