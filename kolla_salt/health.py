@@ -206,7 +206,7 @@ class CheckRunner:
             age = now - flight.started
             alive = flight.thread is not None and flight.thread.is_alive()
             timed_out = age >= flight.timeout - PASS_JITTER
-            if alive and not timed_out and not (stopped and age >= self.probe):
+            if alive and not timed_out and not (stopped and age >= self.probe - PASS_JITTER):
                 continue
             del self.in_flight[name]
             if flight.thread is None:

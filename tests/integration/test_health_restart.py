@@ -64,7 +64,9 @@ def test_a_frozen_service_is_healthy_again_within_10_s_with_the_default_settings
     wait_until(lambda: incarnation(container)[0] != before[0] and passes_check(container, spec),
                30, step=0.1, what=f"{service} restarted and healthy")
     healed = time.monotonic() - frozen_at
-    print(f"frozen {service} healthy again after {healed:.1f} s (goal {HEAL_GOAL} s)")
+    reported, restarted = bus.first(f"{spec.name}/unhealthy", frozen_at), bus.first("/restarted", frozen_at)
+    print(f"frozen {service}: unhealthy after {reported - frozen_at:.1f} s, restarted after "
+          f"{restarted - frozen_at:.1f} s, healthy again after {healed:.1f} s (goal {HEAL_GOAL} s)")
     assert healed <= HEAL_GOAL
     unhealthy = [data for _, tag, data in bus.events if tag.endswith(f"{spec.name}/unhealthy")]
     assert unhealthy and unhealthy[0]["verdict"] == "hung" and unhealthy[0]["certain"]

@@ -325,8 +325,8 @@ def test_a_check_running_while_a_service_process_is_stopped_ends_after_the_probe
     runner, watched = health.CheckRunner(probe=1.0), item()
     runner.start(client, [(watched, 5)], now=0.0, samples={watched.name: sample(ticks=7)})
     frozen = {watched.name: sample(ticks=7, stopped=True)}
-    assert runner.collect(client, now=0.5, samples=frozen) == []     # a check may take a moment
-    [(_, result, evidence)] = runner.collect(client, now=1.1, samples=frozen)
+    assert runner.collect(client, now=0.4, samples=frozen) == []     # a check may take a moment
+    [(_, result, evidence)] = runner.collect(client, now=0.6, samples=frozen)   # at the pass near 1 s
     assert not result.ok and not result.timed_out and "stopped" in result.detail
     assert evidence.stopped and evidence.ticks_before == evidence.ticks == 7
     assert health.judge(result, evidence, usual=0.05, pressure_limit=0.2) == "hung"
