@@ -101,10 +101,12 @@ STANDALONE = {
         test=["kolla_check", "memcached", "127.0.0.1:11211"]),
     "keystone": dict(
         # keystone under uwsgi serving its version document: fernet keys made at
-        # start, no database, which /v3 does not need.
+        # the first start (a deployment's are on a volume: a restart does not
+        # make them again), no database, which /v3 does not need.
         image=default_image("keystone"), process="uWSGI", user="keystone",
-        command=["sh", "-c", "keystone-manage fernet_setup --keystone-user keystone --keystone-group keystone"
-                             " && exec kolla_keystone_serve 127.0.0.1 5000"],
+        command=["sh", "-c", "test -e /etc/keystone/fernet-keys/0 || keystone-manage fernet_setup"
+                             " --keystone-user keystone --keystone-group keystone;"
+                             " exec kolla_keystone_serve 127.0.0.1 5000"],
         test=["kolla_check", "http-unix", "/var/lib/keystone/uwsgi.sock", "/v3", "200"]),
 }
 
