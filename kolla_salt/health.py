@@ -4,27 +4,35 @@ Docker restarts a container only when its process exits. A service that hangs
 (alive, but its check fails: deadlock, SIGSTOP, a full disk) stays "unhealthy"
 forever. The loop has two halves, both here so they are testable without Salt:
 
-* Watching (used by the `kolla_health` beacon): every interval, run each
+* Watching (used by the `kolla_health` beacon, a pass each second): each
   running managed container's own check (the `healthcheck.test` of its
-  `kolla.spec` label) through `docker exec`, with the spec's timeout, in the
-  background (`CheckRunner`: a pass never waits for a check). A
-  `HealthTracker` debounces the results: it reports `<name>/unhealthy` only
-  after `threshold` consecutive failures and `<name>/healthy` when a
-  container it reported comes back, never the same news twice, so the event
-  bus carries changes, not a stream of samples (reactor storms are the classic
-  failure of beacon+reactor loops). Two exceptions, both bounded: a new
-  incarnation of the container (it was restarted) that fails again is news;
-  and while a reported container stays unhealthy the report is repeated at
-  doubling gaps (`remind`, capped at `remind_max`), so that a restart put off
-  by the backoff, or an event the reactor dropped, is retried later.
+  `kolla.spec` label) runs through `docker exec` in the background
+  (`CheckRunner`: a pass never waits for a check), every `interval` seconds,
+  every `retry_interval` while it fails. Beside each check the pass records
+  what the host shows (kolla_salt.hostsignals: process states, CPU time,
+  PSI), and `judge` tells hung from slow from failed (the rule: README
+  "Health loop", docs/design.md). A `HealthTracker` turns verdicts into
+  events, only on change: `unhealthy` at once for a certain hang, after
+  `threshold` failures in a row otherwise (never for a stateful container:
+  `failing`), `slow` when load explains the failures, `healthy` when a
+  reported container passes again; so the event bus carries changes, not a
+  stream of samples (reactor storms are the classic failure of beacon+reactor
+  loops). Two exceptions, both bounded: a new incarnation of the container
+  (it was restarted) that fails again is news; and while a reported container
+  stays unhealthy the report is repeated at doubling gaps (`remind`, capped
+  at `remind_max`), so that a restart put off by the backoff, or an event the
+  reactor dropped, is retried later.
 
 * Acting (used by the `kolla_health.restart` execution module the reactor
   calls): `RestartPolicy` allows at most `cap` restarts of one container per
   `window` seconds, `backoff` * 2^(k-1) seconds apart after the k-th, and
-  past the cap gives up: that incarnation is left as it is (for an operator to
-  look at) and the give-up is announced once. The bookkeeping lives in a small
-  JSON file under the state folder (`RestartLedger`) because reactions run in
-  processes that do not share memory and may run concurrently.
+  past the cap gives up: that incarnation is left as it is (for an operator
+  to look at, still watched) and the give-up is announced once; a container
+  that then passes for a whole window starts afresh. `handle_unhealthy`
+  spares a stateful container without a certain hang and holds a cluster
+  member while another is down. The bookkeeping lives in a small JSON file
+  under the state folder (`RestartLedger`) because reactions run in processes
+  that do not share memory and may run concurrently.
 """
 import contextlib
 import datetime
