@@ -505,9 +505,9 @@ def beacon_pass(client, tracker, runner, prefix="", status_file=None, proc="/pro
     for item, result, evidence in runner.collect(client, now, samples, psi):
         for tag, data in tracker.observe(item, result, time.time(), evidence):
             events.append({"tag": tag, **data})
+    stopped = {name for name, sample in samples.items() if sample and sample.stopped}
     due = [(item, tracker.timeout(item)) for item in watched
-           if tracker.due(item, runner.since_start(item.name, now), bool(samples[item.name] and
-                                                                          samples[item.name].stopped))]
+           if tracker.due(item, runner.since_start(item.name, now), item.name in stopped)]
     runner.start(client, due, now, samples, psi)
     # Counters of a container being restarted are kept (it comes back and its
     # recovery is news); those of removed containers go.
@@ -521,9 +521,8 @@ def beacon_pass(client, tracker, runner, prefix="", status_file=None, proc="/pro
 def write_json(path, data, only_if_changed=False):
     """Writes `data` to `path` atomically (readers never see half a file)."""
     text = json.dumps(data, indent=1, sort_keys=True)
-    with contextlib.suppress(FileNotFoundError):
-        if only_if_changed and open(path).read() == text:
-            return
+    if only_if_changed and read_text(path) == text:
+        return
     os.makedirs(os.path.dirname(str(path)), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
@@ -531,12 +530,19 @@ def write_json(path, data, only_if_changed=False):
     os.replace(tmp, path)
 
 
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def read_status(path):
     """What the beacon last wrote to its status file ({} when none)."""
     try:
-        with open(path) as f:
-            return json.load(f)
-    except (FileNotFoundError, ValueError):
+        return json.loads(read_text(path) or "{}")
+    except ValueError:
         return {}
 
 
