@@ -41,7 +41,7 @@ def health_loop(settings):
     if pid is not None:   # a stopped loop's last judgement is not news
         for name, seen in read_status(healthloop.status_file(settings)).items():
             restarts.setdefault(name, {"restarts": 0, "gave_up": False}).update(
-                state=seen["status"], detail=seen.get("detail", ""))
+                state=seen["status"], detail=seen.get("detail", ""), incarnation=seen.get("incarnation", ""))
     return {"running": pid is not None, "pid": pid, "enabled": settings["enable_health_loop"],
             "restarts": restarts}
 
@@ -79,14 +79,16 @@ def _tree_lines(rows, restarts_of):
             last_set = row["set"]
         kept = ",".join(map(str, row["kept_generations"])) or "-"
         lines.append(f"    {row['name']:<24} {row['state']:<9} {row['health']:<10} gen {row['generation']:<4} "
-                     f"kept {kept:<8} {row['image']}{_loop_note(restarts_of.get(row['name'], {}))}")
+                     f"kept {kept:<8} {row['image']}{_loop_note(restarts_of.get(row['name'], {}), row)}")
     return lines
 
 
-def _loop_note(loop):
-    """What the health loop says of a container, when it says more than `healthy`."""
+def _loop_note(loop, row):
+    """What the health loop says of a container, when it says more than `healthy`.
+    Its judgement of an earlier incarnation (before a restart) is no longer news."""
     notes = []
-    if loop.get("state") in ("slow", "failing", "unhealthy"):
+    current = loop.get("incarnation", "").endswith(f"@{row.get('started')}")
+    if current and loop.get("state") in ("slow", "failing", "unhealthy"):
         why = {"slow": "slow: its check fails under host load; not restarted",
                "failing": "failing; stateful, not restarted without a certain hang"}.get(loop["state"], "unhealthy")
         notes.append(f"health loop: {why}")

@@ -581,3 +581,14 @@ def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
                          [(late_pass, health.Evidence())] * 2 +
                          [(CheckResult(True, "healthy", duration=0.1), health.Evidence())])
     assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (5, "memcached/healthy")]
+
+
+def test_status_notes_what_the_loop_judged_of_the_current_incarnation_only():
+    from kolla_salt.status import render
+    row = {"name": "kst-rabbitmq", "set": "messaging-control/rabbitmq", "state": "running", "health": "healthy",
+           "image": "kolla-salt/rabbitmq", "generation": 1, "started": "2024-01-01T00:00:00Z", "kept_generations": []}
+    loop = {"running": True, "pid": 1, "enabled": True, "restarts": {"kst-rabbitmq": {
+        "restarts": 0, "gave_up": False, "state": "slow", "incarnation": "abc@2024-01-01T00:00:00Z"}}}
+    assert "(health loop: slow: its check fails under host load; not restarted)" in render([row], loop)
+    loop["restarts"]["kst-rabbitmq"].update(restarts=1, incarnation="abc@2023-12-31T00:00:00Z")
+    assert "(health loop restarts: 1)" in render([row], loop)
