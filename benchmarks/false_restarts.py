@@ -5,14 +5,15 @@ client waited for an answer from any service.
 Deploys the all-in-one set (cron, mariadb, rabbitmq, memcached, keystone) with
 the health loop on and its default settings, on its own names and loopback
 ports (benchmarks/common.py), lets the loop see everything pass, then
-saturates the host for --seconds (default 300): a busy loop per CPU and a
-writer of 256 MiB files with fsync (tests/integration/health_helpers.py:
+saturates the host for --seconds (default 300): two busy loops per CPU and
+two writers of 256 MiB files with fsync (tests/integration/health_helpers.py:
 host_load, every process bounded by `timeout`). Meanwhile a client asks each
 service every 0.5 s for an answer (memcached `version`, MariaDB's greeting,
 RabbitMQ's Connection.Start, keystone's GET /v3; 10 s timeout each).
 
 Prints: restarts of any container (its StartedAt changed; the loop's
-`restarted` events), what the loop reported (slow, failing, unhealthy), and per
+`restarted` events), what the loop reported (slow, failing, unhealthy), how
+many checks it judged slow (failed, but load explained it), and per
 service the longest time between two answers (unavailability as a client sees it).
 
 Usage: .venv/bin/python benchmarks/false_restarts.py [--seconds N]
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration")]
 from common import PORTS, BenchEnv  # noqa: E402
 from kolla_salt import healthloop  # noqa: E402
+from kolla_salt.health import read_status  # noqa: E402
 from kolla_salt.inventory import default_settings  # noqa: E402
 from health_helpers import host_load  # noqa: E402
 
@@ -94,6 +96,8 @@ def started_at(client, prefix):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=300, help="how long the host is saturated")
+    parser.add_argument("--busy-per-cpu", type=int, default=2, help="busy loops per CPU")
+    parser.add_argument("--writers", type=int, default=2, help="parallel writers of fsync'd files")
     args = parser.parse_args()
     env = BenchEnv("kbench-false-", enable_health_loop=True)
     client = docker.from_env(timeout=300)
@@ -111,7 +115,7 @@ def main():
         time.sleep(5)
         start = time.monotonic()
         print(f"saturating the host for {args.seconds} s: {len(before)} containers {sorted(before)}", flush=True)
-        with host_load(args.seconds + 30, env.root):
+        with host_load(args.seconds + 30, env.root, args.busy_per_cpu, args.writers):
             time.sleep(args.seconds)
         end = time.monotonic()
         time.sleep(5)
@@ -125,6 +129,9 @@ def main():
         print(f"containers restarted: {len(restarted)} {restarted} (goal 0)")
         print(f"health loop actions: {actions or 'none'}")
         print(f"health loop reports: {reported or 'none'}")
+        seen = read_status(healthloop.status_file(settings))
+        print("checks judged slow (load, not counted): " +
+              ", ".join(f"{name.removeprefix(env.prefix)} {s['slow_checks']}" for name, s in seen.items()))
         for name, probe in clients.items():
             print(f"{name:10} longest time without an answer: {probe.longest_wait(start, end):5.1f} s "
                   f"({len([t for t in probe.answers if start < t < end])} answers, {probe.errors} failed probes)")

@@ -342,6 +342,7 @@ class _Track:
     usual: float = 0.0           # usual duration of a passing check (moving average)
     slow: bool = False           # the last check was slow: the next ones get a longer timeout
     slows: int = 0               # slow checks since it last passed
+    slow_checks: int = 0         # slow checks since the loop started (status: how often load was the reason)
     streak: tuple | None = None  # (time, ticks, psi) when the first failing check of a streak started
     healthy_since: float = 0.0   # when it last began to pass
     detail: str = ""
@@ -423,6 +424,7 @@ class HealthTracker:
         if verdict == "slow":
             track.slow = True        # the next checks get the longer timeout at once
             track.slows += 1
+            track.slow_checks += 1
             if track.status != SLOW and track.slows >= self.threshold:   # news once it lasts
                 self._set(track, SLOW, now)
                 return [self._event(item, SLOW, track, result)]
@@ -475,7 +477,7 @@ class HealthTracker:
     def snapshot(self):
         """{name: {status, since, detail}}: what `kolla-salt status` shows."""
         return {name: {"status": t.status or "starting", "since": round(t.since, 1), "detail": t.detail,
-                       "failures": t.failures, "incarnation": t.incarnation}
+                       "failures": t.failures, "slow_checks": t.slow_checks, "incarnation": t.incarnation}
                 for name, t in sorted(self.tracks.items())}
 
     @staticmethod

@@ -136,16 +136,17 @@ def standalone_spec(name, service, **check):
 
 
 @contextlib.contextmanager
-def host_load(seconds, folder, cpus=None):
-    """Saturates the host for at most `seconds`: a busy loop per CPU and a writer
-    of 256 MiB files with fsync, each bounded by `timeout`, ended by PID on exit."""
+def host_load(seconds, folder, busy_per_cpu=1, writers=1):
+    """Saturates the host for at most `seconds`: `busy_per_cpu` busy loops per
+    CPU and `writers` writers of 256 MiB files with fsync, each bounded by
+    `timeout`, ended by PID on exit."""
     import os
-    cpus = cpus or os.cpu_count()
-    target = Path(folder) / "kshealth-load.bin"
-    writer = (f"while :; do dd if=/dev/zero of={target} bs=1M count=256 conv=fsync status=none; "
-              f"rm -f {target}; done")
-    procs = [subprocess.Popen(["timeout", str(seconds), "sh", "-c", "while :; do :; done"]) for _ in range(cpus)]
-    procs.append(subprocess.Popen(["timeout", str(seconds), "sh", "-c", writer]))
+    targets = [Path(folder) / f"kshealth-load{i}.bin" for i in range(writers)]
+    procs = [subprocess.Popen(["timeout", str(seconds), "sh", "-c", "while :; do :; done"])
+             for _ in range(busy_per_cpu * os.cpu_count())]
+    procs += [subprocess.Popen(["timeout", str(seconds), "sh", "-c",
+                                f"while :; do dd if=/dev/zero of={target} bs=1M count=256 conv=fsync status=none; "
+                                f"rm -f {target}; done"]) for target in targets]
     try:
         yield procs
     finally:
@@ -154,7 +155,8 @@ def host_load(seconds, folder, cpus=None):
                 proc.terminate()
         for proc in procs:
             proc.wait(10)
-        target.unlink(missing_ok=True)
+        for target in targets:
+            target.unlink(missing_ok=True)
 
 
 def incarnation(container):
