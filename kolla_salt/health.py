@@ -181,16 +181,6 @@ class _Flight:
     psi: dict = field(default_factory=dict)
 
 
-def worst_detection(interval, threshold, timeout, retry_interval=None):
-    """Seconds from a hang the process state does not show (a deadlock) to the
-    `unhealthy` event at worst: the next pass starts the first failing check;
-    each failing check is collected at the first pass after its timeout and
-    the next one starts `retry_interval` after the one before."""
-    retry = interval if retry_interval is None else retry_interval
-    per_check = max(retry, math.ceil(timeout))
-    return interval + math.ceil(timeout) + (threshold - 1) * per_check + 1
-
-
 class CheckRunner:
     """Runs the checks in the background, across beacon passes (one a second): a
     pass collects the checks that ended, outlived their timeout (ended by
