@@ -471,6 +471,7 @@ def cmd_history(args):
     if records is None:
         raise KollaError(f"history: no generation of a container named {args.container} is recorded "
                          f"under {settings['kolla_state_directory']}")
+
     def when(epoch):
         return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
