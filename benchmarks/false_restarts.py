@@ -16,7 +16,7 @@ Prints: restarts of any container (its StartedAt changed; the loop's
 many checks it judged slow (failed, but load explained it), and per
 service the longest time between two answers (unavailability as a client sees it).
 
-Usage: .venv/bin/python benchmarks/false_restarts.py [--seconds N]
+Usage: .venv/bin/python benchmarks/false_restarts.py [--seconds N] [--pressure-limit 1]
 """
 import argparse
 import socket
@@ -98,8 +98,11 @@ def main():
     parser.add_argument("--seconds", type=int, default=300, help="how long the host is saturated")
     parser.add_argument("--busy-per-cpu", type=int, default=2, help="busy loops per CPU")
     parser.add_argument("--writers", type=int, default=2, help="parallel writers of fsync'd files")
+    parser.add_argument("--pressure-limit", type=float,
+                        help="health_pressure_limit (1: load explains nothing, as before the rule)")
     args = parser.parse_args()
-    env = BenchEnv("kbench-false-", enable_health_loop=True)
+    limit = {} if args.pressure_limit is None else {"health_pressure_limit": args.pressure_limit}
+    env = BenchEnv("kbench-false-", enable_health_loop=True, **limit)
     client = docker.from_env(timeout=300)
     tap = None
     try:
