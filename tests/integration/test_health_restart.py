@@ -139,3 +139,29 @@ def test_a_flapping_service_is_capped_reported_and_still_watched_after_the_cap(
     wait_until(lambda: len(bus.tags(f"kolla/health/{spec.name}/restarted")) == 3, 30, what="a restart after the reset")
     assert bus.tags(f"kolla/health/{spec.name}/gave-up") == gave_up, "the give-up is announced once"
     assert incarnation(neighbour) == neighbour_before, "the healthy neighbour was not touched"
+
+
+def test_a_stateful_service_is_not_restarted_for_failing_checks_only_for_a_certain_hang(
+        health_loop_with, health_manager, health_prefix, docker_client):
+    """`stateful: true` in its spec (as mariadb's and rabbitmq's): a check that
+    keeps failing is reported, not acted on; a stopped process is."""
+    base = memcached_spec(f"{health_prefix}db", breakable=True)
+    spec = type(base).from_dict({**base.canonical(), "stateful": True, "cluster": f"{health_prefix}db"},
+                                where="stateful spec")
+    health_manager.ensure(spec)
+    settings, bus = health_loop_with(health_check_interval=1)
+    container = docker_client.containers.get(spec.name)
+    before = incarnation(container)
+    time.sleep(3)
+
+    assert container.exec_run(["touch", BROKEN_MARKER]).exit_code == 0
+    wait_until(lambda: bus.tags(f"{spec.name}/failing"), 30, what="the beacon's failing event")
+    wait_until(lambda: health_loop(settings)["restarts"].get(spec.name, {}).get("state") == "failing", 10,
+               what="status reporting it failing")
+    time.sleep(5)
+    assert incarnation(container) == before and not bus.tags(f"{spec.name}/unhealthy")
+
+    freeze_service(container)
+    wait_until(lambda: bus.tags(f"kolla/health/{spec.name}/restarted"), 20, what="the restart of the frozen one")
+    unhealthy = [data for _, tag, data in bus.events if tag.endswith(f"{spec.name}/unhealthy")]
+    assert unhealthy[0]["verdict"] == "hung" and unhealthy[0]["certain"]
