@@ -505,10 +505,15 @@ def cmd_history(args):
     if records is None:
         raise KollaError(f"history: no generation of a container named {args.container} is recorded "
                          f"under {settings['kolla_state_directory']}")
+
+    def when(epoch):
+        return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
     rows = [{"generation": r["generation"], "outcome": r["outcome"], "image": r["image"],
-             "image_id": r["image_id"][7:19], "config_hash": r["config_hash"],
-             "created": datetime.datetime.fromtimestamp(r["created"], datetime.timezone.utc)
-             .strftime("%Y-%m-%d %H:%M:%S UTC")} for r in records]
+             "image_id": r["image_id"][7:19], "config_hash": r["config_hash"], "created": when(r["created"]),
+             # restarts by the health loop: same generation, same container
+             "restarts": [{"at": when(x["at"]), "verdict": x["verdict"]} for x in r.get("restarts", [])]}
+            for r in records]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return
@@ -516,6 +521,8 @@ def cmd_history(args):
     for row in rows:
         print(f"{row['generation']:>4}  {row['outcome']:<9} {row['created']:<23} {row['image_id']:<12} "
               f"{row['config_hash']:<16} {row['image']}")
+        for restart in row["restarts"]:
+            print(f"{'':>4}  {'restarted':<9} {restart['at']:<23} by the health loop ({restart['verdict']})")
 
 
 def cmd_rollback(args):
@@ -648,6 +655,7 @@ def cmd_destroy(args):
     """Removes this deployment's containers (history says so: `rollback` can still
     return to what ran); volumes only when asked. pins.yml is declared state and stays."""
     from .containers import ContainerManager
+    from .generations import History, recorded_names
     from .spec import LABEL_JOB
     client = _client()
     settings = _settings(args)
@@ -673,6 +681,10 @@ def cmd_destroy(args):
         container.remove(force=True)
     for container in containers:
         manager.remove(container)
+    # A container removed by hand before (docker rm) still has a running generation in history.
+    for name in recorded_names(settings["kolla_state_directory"]):
+        if name.startswith(prefix) and manager.get(name) is None:
+            History(settings["kolla_state_directory"], name).set_removed()
     if args.remove_volumes:
         for name in volumes:
             client.volumes.get(name).remove()
