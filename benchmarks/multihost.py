@@ -31,7 +31,9 @@ def main():
         return
     hosts = int(sys.argv[sys.argv.index("--hosts") + 1]) if "--hosts" in sys.argv else 3
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from kolla_salt.build import discover
     from kolla_salt.inventory import placement
+    from kolla_salt.paths import IMAGES_DIR
     from kolla_salt.lab import Lab
     lab = ["lab", "--name", LAB, "--hosts", str(hosts)]
     timed("build")
@@ -42,8 +44,8 @@ def main():
         settings["roles"] = {"control": ["host1"], "compute": [f"host{i}" for i in range(2, hosts + 1)],
                              "memcached": ["*"]}
         (folder / "globals.yml").write_text(yaml.safe_dump(settings))
-        images = Lab(LAB, hosts).declared_images()
-        push = timed(*lab[:1], "push", *lab[1:])
+        images = discover(IMAGES_DIR)
+        push = timed("--lab", LAB, "build", "--push")
         deploy = timed("--lab", LAB, "deploy")
         noops = [timed("--lab", LAB, "deploy") for _ in range(3)]
         settings["memcached_memory_mb"] = 48

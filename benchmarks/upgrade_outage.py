@@ -2,12 +2,16 @@
 """Outage window of replacing a running service, for memcached and keystone.
 
 A client asks the service every 20 ms; the longest gap between two answers is
-the outage. `kolla-salt upgrade --services S` to a new image reference (atomic
-swap: new container created while the old one serves, old one stopped and
-kept, new one started and health-gated) is compared with the naive
-compose-style recreate (stop, remove, run again). Usage: .venv/bin/python benchmarks/upgrade_outage.py [--help] [--rounds N]
+the outage, and requests that failed are counted. `kolla-salt upgrade --services S`
+to a new image (the built one plus a label: other content, so the container is
+really replaced; a mere new tag of the same image changes nothing) is an atomic
+swap: the new container is created while the old one serves, health-gated, and
+the old one stopped and kept. It is compared with the naive compose-style
+recreate (stop, remove, run again).
+Usage: .venv/bin/python benchmarks/upgrade_outage.py [--help] [--rounds N] [--services S,S]
 """
 import argparse
+import io
 import socket
 import threading
 import time
@@ -33,15 +37,18 @@ def keystone_ok(port):
 class Prober(threading.Thread):
     def __init__(self, probe):
         super().__init__(daemon=True)
-        self.probe, self.stop_flag, self.answers = probe, threading.Event(), []
+        self.probe, self.stop_flag, self.answers, self.failed = probe, threading.Event(), [], 0
 
     def run(self):
         while not self.stop_flag.is_set():
             try:
-                if self.probe():
-                    self.answers.append(time.monotonic())
+                ok = self.probe()
             except OSError:
-                pass
+                ok = False
+            if ok:
+                self.answers.append(time.monotonic())
+            else:
+                self.failed += 1
             time.sleep(INTERVAL)
 
     def longest_gap(self):
@@ -60,7 +67,7 @@ def measure(probe, replace):
     time.sleep(0.5)
     prober.stop_flag.set()
     prober.join()
-    return prober.longest_gap()
+    return prober.longest_gap(), prober.failed
 
 
 def naive_recreate(client, name):
@@ -80,7 +87,9 @@ def naive_recreate(client, name):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=3)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--services", default="memcached,keystone")
+    args = parser.parse_args()
+    rounds = args.rounds
     client = docker.from_env()
     env = BenchEnv("kbench-outage-", enable_rabbitmq=False)
     extra_tags = []
@@ -89,26 +98,28 @@ def main():
         env.run("deploy")
         probes = {"memcached": lambda: memcached_ok(env.globals["memcached_port"]),
                   "keystone": lambda: keystone_ok(env.globals["keystone_public_port"])}
-        for service, probe in probes.items():
-            name = env.prefix + service
-            # Every round upgrades to a new image reference (a tag of the built image):
-            # the same path as a release upgrade, without its minutes of image builds.
+        for service in args.services.split(","):
+            probe, name = probes[service], env.prefix + service
+            # Every round upgrades to a new image (a label on the built one): the
+            # same path as a release upgrade, without its minutes of image builds.
             image = client.containers.get(name).image
             rounds_done = iter(range(1, 1000))
 
             def upgrade():
                 tag = f"kbench-outage-{next(rounds_done)}"
-                image.tag(f"kolla-salt/{service}", tag)
+                client.images.build(fileobj=io.BytesIO(f"FROM {image.id}\nLABEL kolla.bench={tag}\n".encode()),
+                                    tag=f"kolla-salt/{service}:{tag}", rm=True)
                 extra_tags.append(f"kolla-salt/{service}:{tag}")
                 env.write_globals(**{f"{service}_tag": tag})
                 env.run("upgrade", "--services", service)
 
             swap = [measure(probe, upgrade) for _ in range(rounds)]
             naive = [measure(probe, lambda: naive_recreate(client, name)) for _ in range(rounds)]
-            best_swap, best_naive = min(swap), min(naive)
-            print(f"{service:9} kolla-salt upgrade: {best_swap * 1000:7.0f} ms (worst {max(swap) * 1000:.0f})   "
-                  f"naive recreate: {best_naive * 1000:7.0f} ms (worst {max(naive) * 1000:.0f})   "
-                  f"naive/upgrade: {best_naive / best_swap:.2f}x", flush=True)
+            gaps, naive_gaps = [g for g, _ in swap], [g for g, _ in naive]
+            print(f"{service:9} kolla-salt upgrade: {min(gaps) * 1000:7.0f} ms (worst {max(gaps) * 1000:.0f}), "
+                  f"failed requests {sum(f for _, f in swap)} in {rounds} swaps   "
+                  f"naive recreate: {min(naive_gaps) * 1000:7.0f} ms (worst {max(naive_gaps) * 1000:.0f}), "
+                  f"failed {sum(f for _, f in naive)}   naive/upgrade: {min(naive_gaps) / min(gaps):.2f}x", flush=True)
     finally:
         env.close()
         for ref in extra_tags:

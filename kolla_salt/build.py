@@ -122,6 +122,19 @@ def image_ref(settings, name, tag=None):
     return f"{registry + '/' if registry else ''}{settings['docker_namespace']}/{name}:{tag or settings['openstack_tag']}"
 
 
+def push(ref, insecure=False, netns=None):
+    """Copies image `ref` from this machine's engine to the registry its name starts
+    with (skopeo: a registry without TLS needs no engine setting, and the push can run
+    in `netns`, the network namespace from which that registry is reachable)."""
+    if not shutil.which("skopeo"):
+        raise KollaError("skopeo is not installed: run `make setup`")
+    proc = subprocess.run([*(["ip", "netns", "exec", netns] if netns else []), "skopeo", "copy", "--quiet",
+                           f"--dest-tls-verify={'false' if insecure else 'true'}",
+                           f"docker-daemon:{ref}", f"docker://{ref}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise KollaError(f"pushing {ref} failed: {proc.stderr.strip()[-1000:]}")
+
+
 def from_registry(ref):
     """Whether an image reference names a registry (host[:port]/...): such an image is pulled."""
     first = ref.split("/")[0]

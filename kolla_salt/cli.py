@@ -7,6 +7,7 @@ import os
 import secrets as random_secrets
 import socket
 import sys
+import time
 from pathlib import Path
 
 import yaml
@@ -15,7 +16,6 @@ from . import healthloop, paths
 from .errors import KollaError, ValidationError
 from .build import from_registry
 from .inventory import in_set, service_specs
-from .spec import LABEL_RELEASE
 
 EXIT_INVALID = 2
 
@@ -90,16 +90,32 @@ def cmd_releases(args):
 
 
 def cmd_build(args):
-    from .build import Builder
+    from .build import Builder, image_ref
     from .inventory import settings_for_release
     settings = _settings(args)
     if args.release:
         _release(args.release)
         settings = settings_for_release(settings, args.release)
+    if args.push and not settings.get("docker_registry"):
+        raise ValidationError([f"{Path(args.config_dir) / 'globals.yml'}: docker_registry: not set; "
+                               f"--push needs the registry (host:port) images are pushed to"])
     builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
     result = builder.build(args.images or None, force=args.force)
     counts = {outcome: sum(1 for r in result.values() if r == outcome) for outcome in ("built", "tagged", "unchanged")}
     print("[build] done: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
+    if args.push:
+        _push([image_ref(settings, name) for name in args.images or sorted(result)], settings,
+              args.master.netns if args.master else None)
+
+
+def _push(refs, settings, netns):
+    from .build import push
+    started = time.monotonic()
+    for index, ref in enumerate(refs, 1):
+        begun = time.monotonic()
+        push(ref, insecure=settings["docker_registry_insecure"], netns=netns)
+        print(f"[build] ({index}/{len(refs)}) pushed {ref} ({time.monotonic() - begun:.1f} s)", flush=True)
+    print(f"[build] pushed {len(refs)} image(s) to {settings['docker_registry']} in {time.monotonic() - started:.1f} s")
 
 
 def _release(name):
@@ -130,25 +146,25 @@ def _check_images(services):
         raise ValidationError(sorted(set(missing)))
 
 
-def _check_release_paths(services, allow_jump):
+def _check_release_paths(hosts, allow_jump):
     """Refuses, before anything changes, a release change OpenStack does not support
-    (kolla_salt.releases.upgrade_path_problem) unless --allow-release-jump: what runs
-    is known by the kolla.release label of its image (only images whose content
-    depends on the release carry one), what is declared by the service's release."""
-    import docker.errors
+    (kolla_salt.releases.upgrade_path_problem) unless --allow-release-jump. `hosts`:
+    {host ("" on this host): (the services declared there, {container: the release
+    it runs})}: what runs is known by the kolla.release label of its image (only
+    images whose content depends on the release carry one; facts of a master's
+    minions carry them too), what is declared by the service's release."""
     from .releases import load_releases, upgrade_path_problem
-    client, releases, problems = _client(), load_releases(), []
-    for service in services:
-        for container in service["containers"]:
-            if container.get("pin") is not None:
-                continue    # held at a generation: it keeps what it ran
-            try:
-                running = client.containers.get(container["spec"]["name"]).image.labels.get(LABEL_RELEASE)
-            except (docker.errors.NotFound, docker.errors.ImageNotFound):
-                continue
-            problem = running in releases and upgrade_path_problem(releases, running, service["release"])
-            if problem:
-                problems.append(f"{service['name']}: runs {running}, declared {service['release']}: {problem}")
+    releases, problems = load_releases(), []
+    for host, (services, running) in sorted(hosts.items()):
+        for service in services:
+            for container in service["containers"]:
+                if container.get("pin") is not None:
+                    continue    # held at a generation: it keeps what it ran
+                old = running.get(container["spec"]["name"])
+                problem = old in releases and upgrade_path_problem(releases, old, service["release"])
+                if problem:
+                    problems.append(f"{host + ': ' if host else ''}{service['name']}: runs {old}, "
+                                    f"declared {service['release']}: {problem}")
     if problems and allow_jump:
         for problem in sorted(set(problems)):
             print(f"[deploy] --allow-release-jump: {problem}")
@@ -156,6 +172,19 @@ def _check_release_paths(services, allow_jump):
         raise ValidationError(sorted(set(problems)) + [
             "upgrade through the releases between, or pass --allow-release-jump if you have checked "
             "that every service's migrations allow it"])
+
+
+def _check_here(services, allow_jump):
+    from .releases import running_releases
+    _check_release_paths({"": (services, running_releases(_client()))}, allow_jump)
+
+
+def _check_through_master(pillars, facts, names, allow_jump, release=None):
+    """The release paths of every host's `names` (all when empty), declared at
+    `release` when given (an upgrade's --release, before it is declared)."""
+    _check_release_paths({host: ([{**s, **({"release": release} if release else {})}
+                                  for s in pillar["kolla"]["services"] if not names or s["name"] in names],
+                                 facts[host]["releases"]) for host, pillar in pillars.items()}, allow_jump)
 
 
 def _state_apply(args, pillar, sls, extra_pillar=None, test=False):
@@ -192,8 +221,11 @@ def summarise(data, out=print):
 
 def cmd_deploy(args):
     if args.master:
-        pillars = args.master.pillars(args.master.preflight())
-        return _orchestrate(args, "kolla.deploy", pillars, _selected_names(pillars, args.services))
+        facts = args.master.preflight()
+        pillars = args.master.pillars(facts)
+        names = _selected_names(pillars, args.services)
+        _check_through_master(pillars, facts, names, args.allow_release_jump)
+        return _orchestrate(args, "kolla.deploy", pillars, names)
     return _deploy(args, _validated_pillar(args))
 
 
@@ -245,7 +277,7 @@ def _orchestrate(args, sls, pillars, names, extra_pillar=None):
 
 def _deploy(args, pillar):
     services = _select(pillar, _split(args.services))
-    _check_release_paths(services, args.allow_release_jump)
+    _check_here(services, args.allow_release_jump)
     _check_images(services)
     names = [s["name"] for s in services]
     print(f"[deploy] {'checking' if args.test else 'deploying'} {', '.join(names)} (salt-call --local state.apply kolla.deploy)",
@@ -294,7 +326,8 @@ def cmd_upgrade(args):
         _release(args.release)
     if args.master:
         facts = args.master.preflight()
-        pillar = _all_hosts(args.master.pillars(facts))
+        old_pillars = args.master.pillars(facts)
+        pillar = _all_hosts(old_pillars)
     else:
         pillar = _validated_pillar(args)
     services = _select(pillar, _split(args.services))
@@ -307,9 +340,10 @@ def cmd_upgrade(args):
     def refuse_a_jump(new):
         """On the new declaration, before it is kept: a refused jump takes it back.
         An allowed one is reported by the deploy that follows."""
-        _check_release_paths([s for s in new["kolla"]["services"] if s["name"] in names], allow_jump=False)
+        _check_here([s for s in new["kolla"]["services"] if s["name"] in names], allow_jump=False)
 
-    # Through a master the running releases are not read here (each host's engine is its own).
+    if args.master:   # each host's engine is its own: what runs there came with its facts
+        _check_through_master(old_pillars, facts, names, args.allow_release_jump, args.release)
     check = None if args.allow_release_jump or args.master else refuse_a_jump
     with _declaring(args.config_dir, check, master=args.master) as (user_globals, pins):
         if args.release and everything:
@@ -471,10 +505,15 @@ def cmd_history(args):
     if records is None:
         raise KollaError(f"history: no generation of a container named {args.container} is recorded "
                          f"under {settings['kolla_state_directory']}")
+
+    def when(epoch):
+        return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
     rows = [{"generation": r["generation"], "outcome": r["outcome"], "image": r["image"],
-             "image_id": r["image_id"][7:19], "config_hash": r["config_hash"],
-             "created": datetime.datetime.fromtimestamp(r["created"], datetime.timezone.utc)
-             .strftime("%Y-%m-%d %H:%M:%S UTC")} for r in records]
+             "image_id": r["image_id"][7:19], "config_hash": r["config_hash"], "created": when(r["created"]),
+             # restarts by the health loop: same generation, same container
+             "restarts": [{"at": when(x["at"]), "verdict": x["verdict"]} for x in r.get("restarts", [])]}
+            for r in records]
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return
@@ -482,6 +521,8 @@ def cmd_history(args):
     for row in rows:
         print(f"{row['generation']:>4}  {row['outcome']:<9} {row['created']:<23} {row['image_id']:<12} "
               f"{row['config_hash']:<16} {row['image']}")
+        for restart in row["restarts"]:
+            print(f"{'':>4}  {'restarted':<9} {restart['at']:<23} by the health loop ({restart['verdict']})")
 
 
 def cmd_rollback(args):
@@ -614,6 +655,7 @@ def cmd_destroy(args):
     """Removes this deployment's containers (history says so: `rollback` can still
     return to what ran); volumes only when asked. pins.yml is declared state and stays."""
     from .containers import ContainerManager
+    from .generations import History, recorded_names
     from .spec import LABEL_JOB
     client = _client()
     settings = _settings(args)
@@ -639,6 +681,10 @@ def cmd_destroy(args):
         container.remove(force=True)
     for container in containers:
         manager.remove(container)
+    # A container removed by hand before (docker rm) still has a running generation in history.
+    for name in recorded_names(settings["kolla_state_directory"]):
+        if name.startswith(prefix) and manager.get(name) is None:
+            History(settings["kolla_state_directory"], name).set_removed()
     if args.remove_volumes:
         for name in volumes:
             client.volumes.get(name).remove()
@@ -655,8 +701,6 @@ def cmd_lab(args):
             f"{h['name']} {h['address']} (DOCKER_HOST={h['docker_host']})" for h in described["hosts"]))
     elif args.action == "down":
         lab.down()
-    elif args.action == "push":
-        lab.push(args.images or lab.declared_images())
     else:
         answering = lab.ping()
         for host in lab.describe()["hosts"]:
@@ -690,6 +734,8 @@ def build_parser():
     p.add_argument("images", nargs="*", help="image folders under images/ (default: all)")
     p.add_argument("--release", help="build this release's images (see `kolla-salt releases`)")
     p.add_argument("--force", action="store_true", help="rebuild even if unchanged")
+    p.add_argument("--push", action="store_true", help="then push them to docker_registry (globals.yml), from "
+                   "which hosts pull; with --master/--lab, that folder's globals.yml")
     p = add("deploy", cmd_deploy, "deploy or reconfigure the services of this host (salt-call --local)")
     p.add_argument("--services", help="comma-separated services (default: all enabled)")
     p.add_argument("--test", action="store_true", help="show what would change; change nothing")
@@ -733,18 +779,16 @@ def build_parser():
     p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
     p = add("lab", cmd_lab, "a lab of hosts on one machine: network namespaces with their own Docker "
                             "engines and salt-minions, a salt-master and a registry (a test bed)")
-    p.add_argument("action", choices=("up", "down", "status", "push"),
-                   help="up: make or repair it; down: remove all it made; status: which minions answer; "
-                        "push: copy images into its registry")
-    p.add_argument("images", nargs="*", help="push: images of this machine's engine (default: every image "
-                                             "the lab's globals.yml has its hosts run)")
+    p.add_argument("action", choices=("up", "down", "status"),
+                   help="up: make or repair it; down: remove all it made; status: which minions answer "
+                        "(images reach its registry with `kolla-salt --lab NAME build --push`)")
     p.add_argument("--hosts", type=int, default=3, help="how many hosts (lab/topology.yml lists them; default 3)")
     p.add_argument("--name", default="kslab", help="the lab's name, the prefix of all it makes (default kslab)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
 
-THROUGH_MASTER = ("deploy", "reconfigure", "upgrade", "status", "logs", "rollback")
+THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback")
 
 
 def _through_master(args):

@@ -22,6 +22,12 @@ REMOVED = "removed"      # was running; its container was removed (destroy, serv
 GOOD = (REPLACED, PRUNED, REMOVED)   # ran healthy: a rollback target
 
 
+def recorded_names(state_dir):
+    """Names of the containers whose history is kept under `state_dir`."""
+    root = Path(state_dir) / "containers"
+    return sorted(p.parent.name for p in root.glob("*/history.json")) if root.exists() else []
+
+
 class History:
     def __init__(self, state_dir, name):
         self.root = Path(state_dir) / "containers" / name
@@ -76,6 +82,15 @@ class History:
         records = self.records()
         for record in records:
             record["outcome"] = {RUNNING: REMOVED, STARTING: FAILED}.get(record["outcome"], record["outcome"])
+        self._write(records)
+
+    def add_restart(self, generation, at, verdict):
+        """The health loop restarted `generation` (same container, same generation):
+        kept in its record, so history tells every restart, not only the last window's."""
+        records = self.records()
+        for record in records:
+            if record["generation"] == generation:
+                record.setdefault("restarts", []).append({"at": at, "verdict": verdict})
         self._write(records)
 
     def get(self, generation):

@@ -4,27 +4,35 @@ Docker restarts a container only when its process exits. A service that hangs
 (alive, but its check fails: deadlock, SIGSTOP, a full disk) stays "unhealthy"
 forever. The loop has two halves, both here so they are testable without Salt:
 
-* Watching (used by the `kolla_health` beacon): every interval, run each
+* Watching (used by the `kolla_health` beacon, a pass each second): each
   running managed container's own check (the `healthcheck.test` of its
-  `kolla.spec` label) through `docker exec`, with the spec's timeout, in the
-  background (`CheckRunner`: a pass never waits for a check). A
-  `HealthTracker` debounces the results: it reports `<name>/unhealthy` only
-  after `threshold` consecutive failures and `<name>/healthy` when a
-  container it reported comes back, never the same news twice, so the event
-  bus carries changes, not a stream of samples (reactor storms are the classic
-  failure of beacon+reactor loops). Two exceptions, both bounded: a new
-  incarnation of the container (it was restarted) that fails again is news;
-  and while a reported container stays unhealthy the report is repeated at
-  doubling gaps (`remind`, capped at `remind_max`), so that a restart put off
-  by the backoff, or an event the reactor dropped, is retried later.
+  `kolla.spec` label) runs through `docker exec` in the background
+  (`CheckRunner`: a pass never waits for a check), every `interval` seconds,
+  every `retry_interval` while it fails. Beside each check the pass records
+  what the host shows (kolla_salt.hostsignals: process states, CPU time,
+  PSI), and `judge` tells hung from slow from failed (the rule: README
+  "Health loop", docs/design.md). A `HealthTracker` turns verdicts into
+  events, only on change: `unhealthy` at once for a certain hang, after
+  `threshold` failures in a row otherwise (never for a stateful container:
+  `failing`), `slow` when load explains the failures, `healthy` when a
+  reported container passes again; so the event bus carries changes, not a
+  stream of samples (reactor storms are the classic failure of beacon+reactor
+  loops). Two exceptions, both bounded: a new incarnation of the container
+  (it was restarted) that fails again is news; and while a reported container
+  stays unhealthy the report is repeated at doubling gaps (`remind`, capped
+  at `remind_max`), so that a restart put off by the backoff, or an event the
+  reactor dropped, is retried later.
 
 * Acting (used by the `kolla_health.restart` execution module the reactor
   calls): `RestartPolicy` allows at most `cap` restarts of one container per
   `window` seconds, `backoff` * 2^(k-1) seconds apart after the k-th, and
-  past the cap gives up: that incarnation is left as it is (for an operator to
-  look at) and the give-up is announced once. The bookkeeping lives in a small
-  JSON file under the state folder (`RestartLedger`) because reactions run in
-  processes that do not share memory and may run concurrently.
+  past the cap gives up: that incarnation is left as it is (for an operator
+  to look at, still watched) and the give-up is announced once; a container
+  that then passes for a whole window starts afresh. `handle_unhealthy`
+  spares a stateful container without a certain hang and holds a cluster
+  member while another is down. The bookkeeping lives in a small JSON file
+  under the state folder (`RestartLedger`) because reactions run in processes
+  that do not share memory and may run concurrently.
 """
 import contextlib
 import datetime
@@ -39,6 +47,8 @@ from dataclasses import dataclass, field
 
 import docker.errors
 
+from .generations import History
+from .hostsignals import pressure_between, process_table, read_pressure, service_sample
 from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET, declared_spec
 
 HEALTHY, UNHEALTHY = "healthy", "unhealthy"
@@ -57,6 +67,9 @@ class Watched:
     start_period: int
     generation: str = ""
     set_path: str = ""
+    pid: int = 0             # State.Pid: its service processes are this one's descendants
+    stateful: bool = False   # the spec's `stateful`: restarted only on a certain hang
+    cluster: str = ""        # the spec's `cluster`: never two members restarted at once
 
     @property
     def incarnation(self):
@@ -89,13 +102,16 @@ def watched_from_container(container, prefix=""):
     state = container.attrs.get("State", {})
     if state.get("Status") != "running" or state.get("Paused") or state.get("Restarting"):
         return None
-    check = declared_spec(labels).get("healthcheck")
+    spec = declared_spec(labels)
+    check = spec.get("healthcheck")
     if not check or not check.get("test"):
         return None
     return Watched(name=name, container_id=container.id, started_at=state.get("StartedAt", ""),
                    test=tuple(check["test"]), timeout=int(check.get("timeout") or 5),
                    start_period=int(check.get("start_period") or 0),
-                   generation=labels.get(LABEL_GENERATION, ""), set_path=labels.get(LABEL_SET, ""))
+                   generation=labels.get(LABEL_GENERATION, ""), set_path=labels.get(LABEL_SET, ""),
+                   pid=int(state.get("Pid") or 0), stateful=bool(spec.get("stateful")),
+                   cluster=spec.get("cluster") or "")
 
 
 def managed_names(client, prefix=""):
@@ -130,6 +146,21 @@ def watched_containers(client, names):
 class CheckResult:
     ok: bool
     detail: str = ""
+    duration: float = 0.0        # seconds the check ran
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the host showed while a check ran (kolla_salt.hostsignals); the
+    defaults say "nothing known", which never makes a hang certain."""
+    stopped: bool = False        # a service process was stopped (state T)
+    io_wait: bool = False        # one waited on the disk (state D)
+    ticks_before: int | None = None   # the service's CPU time when the check started
+    ticks: int | None = None          # ... and when it ended
+    psi_before: dict = field(default_factory=dict)   # PSI totals then (hostsignals.read_pressure)
+    psi: dict = field(default_factory=dict)
+    pressure: float = 0.0        # the host's pressure during the check (0..1)
 
 
 # Passes come on Salt's 1 s loop ticks, a few ms late or early: a check whose
@@ -145,169 +176,376 @@ class _Flight:
     thread: threading.Thread | None
     box: dict
     started: float
-
-
-def worst_detection(interval, threshold, timeout):
-    """Seconds from a hang to the `unhealthy` event at worst: the next pass starts
-    the first failing check, and each failing check is collected at the first
-    pass after its timeout."""
-    return interval + threshold * math.ceil(timeout / interval) * interval
+    timeout: float
+    ticks: int | None = None
+    psi: dict = field(default_factory=dict)
 
 
 class CheckRunner:
-    """Runs the checks in the background, across beacon passes: a pass collects
-    the checks that ended, or outlived their timeout (ended by force: a
-    failure), and starts one for each watched container without a check in
-    flight; it never waits for one. A hung service thus costs its check
-    timeout once, not once per interval on top of the interval, and checks
-    keep the beacon's period: with a timeout under the interval, a hang is
-    reported after `threshold` intervals."""
+    """Runs the checks in the background, across beacon passes (one a second): a
+    pass collects the checks that ended, outlived their timeout (ended by
+    force: a failure) or run while a service process is stopped (ended after
+    `probe` seconds: a stopped process cannot answer), and starts the checks
+    that are due; it never waits for one."""
 
-    def __init__(self):
+    def __init__(self, probe=1.0):
+        self.probe = probe
         self.in_flight = {}
+        self.last_start = {}
 
-    def collect(self, client, now):
-        """[(Watched, CheckResult)] of the checks that are over."""
+    def collect(self, client, now, samples=None, psi=None):
+        """[(Watched, CheckResult, Evidence)] of the checks that are over.
+        `samples`: {name: hostsignals.ServiceSample or None}; `psi`: PSI totals now."""
+        samples, psi = samples or {}, psi or {}
         done = []
         for name, flight in list(self.in_flight.items()):
-            if flight.thread is not None and flight.thread.is_alive() and \
-                    now - flight.started < flight.item.timeout - PASS_JITTER:
+            sample = samples.get(name)
+            stopped = bool(sample and sample.stopped)
+            age = now - flight.started
+            alive = flight.thread is not None and flight.thread.is_alive()
+            timed_out = age >= flight.timeout - PASS_JITTER
+            if alive and not timed_out and not (stopped and age >= self.probe - PASS_JITTER):
                 continue
             del self.in_flight[name]
-            result = flight.box["result"] if flight.thread is None else \
-                _collect(client, flight.item, flight.exec_id, flight.thread, flight.box)
-            done.append((flight.item, result))
+            if flight.thread is None:
+                result = flight.box["result"]
+            elif alive:
+                _end(client, flight.exec_id)
+                result = CheckResult(False, f"check timed out after {flight.timeout:g} s", age, True) if timed_out \
+                    else CheckResult(False, f"no answer after {age:.1f} s with a service process stopped", age)
+            else:
+                result = _collect(client, flight.exec_id, flight.box, flight.box.get("duration", age))
+            done.append((flight.item, result, Evidence(
+                stopped=stopped, io_wait=bool(sample and sample.io_wait), ticks_before=flight.ticks,
+                ticks=sample.ticks if sample else None, psi_before=flight.psi, psi=psi,
+                pressure=pressure_between(flight.psi, psi, age))))
         return done
 
-    def start(self, client, watched, now):
-        for item in watched:
+    def start(self, client, due, now, samples=None, psi=None):
+        """Starts a check for each (Watched, timeout) in `due` without one in flight."""
+        samples = samples or {}
+        for item, timeout in due:
             if item.name in self.in_flight:
                 continue
+            self.last_start[item.name] = now
+            sample = samples.get(item.name)
             try:
                 exec_id = client.api.exec_create(item.container_id, list(item.test))["Id"]
             except docker.errors.APIError as error:
                 self.in_flight[item.name] = _Flight(item, None, None, {
-                    "result": CheckResult(False, f"docker exec failed: {error}")}, now)
+                    "result": CheckResult(False, f"docker exec failed: {error}")}, now, timeout)
                 continue
             box = {}
             thread = threading.Thread(target=_exec_into, args=(client, exec_id, box), daemon=True)
             thread.start()
-            self.in_flight[item.name] = _Flight(item, exec_id, thread, box, now)
+            self.in_flight[item.name] = _Flight(item, exec_id, thread, box, now, timeout,
+                                                sample.ticks if sample else None, psi or {})
+
+    def since_start(self, name, now):
+        """Seconds since the last check of `name` started (infinite: never)."""
+        return now - self.last_start[name] if name in self.last_start else math.inf
 
     def forget_others(self, names):
         for name in set(self.in_flight) - set(names):
             del self.in_flight[name]
+        for name in set(self.last_start) - set(names):
+            del self.last_start[name]
 
 
 def _exec_into(client, exec_id, box):
+    began = time.monotonic()
     try:
         box["output"] = client.api.exec_start(exec_id) or b""
     except Exception as error:  # reported as a failed check
         box["error"] = str(error)
+    box["duration"] = time.monotonic() - began
 
 
-def _collect(client, item, exec_id, thread, box):
-    if thread.is_alive():
-        # The check hangs: end it (its host PID; same PID namespace as the engine)
-        # so it does not pile up, and count it as a failure.
-        with contextlib.suppress(Exception):
-            pid = client.api.exec_inspect(exec_id).get("Pid")
-            if pid:
-                os.kill(pid, signal.SIGKILL)
-        return CheckResult(False, f"check timed out after {item.timeout} s")
+def _end(client, exec_id):
+    """Ends a check still running (its host PID: same PID namespace as the engine),
+    so checks of a hung service do not pile up."""
+    with contextlib.suppress(Exception):
+        pid = client.api.exec_inspect(exec_id).get("Pid")
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+
+
+def _collect(client, exec_id, box, duration):
     if "error" in box:
-        return CheckResult(False, f"docker exec failed: {box['error']}")
+        return CheckResult(False, f"docker exec failed: {box['error']}", duration)
     try:
         code = client.api.exec_inspect(exec_id).get("ExitCode")
     except docker.errors.APIError as error:
-        return CheckResult(False, f"docker exec failed: {error}")
+        return CheckResult(False, f"docker exec failed: {error}", duration)
     output = box.get("output", b"").decode(errors="replace").strip()[-300:]
-    return CheckResult(code == 0, output if code == 0 else f"exit code {code}: {output}")
+    return CheckResult(code == 0, output if code == 0 else f"exit code {code}: {output}", duration)
 
 
-# -- debouncing -----------------------------------------------------------------------
+# -- telling hung from slow ---------------------------------------------------------
+
+def judge(result, evidence, usual, pressure_limit):
+    """The verdict on one check (the rule: README "Health loop", docs/design.md):
+
+    ok      it passed
+    hung    it failed, or ran past the probe time, while a service process was
+            stopped: the service cannot answer until someone sends SIGCONT
+    slow    it failed while the host was under pressure (PSI over
+            `pressure_limit` of the check's time) and either the service made
+            progress (CPU time grew) or the check was slow (timed out, or took
+            over twice its usual time); or it was slow while the service waited
+            on the disk (state D): load explains it
+    failed  anything else; counts towards the threshold
+
+    A slow check under pressure is slow even without progress: a starved
+    service may not get one clock tick (10 ms) in a check's time, and a check
+    that waits for the CPU has not reached the service yet. A service that
+    makes no progress at all is judged over its whole failing streak instead
+    (HealthTracker: stalled)."""
+    if result.ok:
+        return "ok"
+    if evidence.stopped:
+        return "hung"
+    took_long = result.timed_out or result.duration >= max(2 * usual, 1.0)
+    if evidence.pressure >= pressure_limit and (took_long or _progressed(evidence)) or took_long and evidence.io_wait:
+        return "slow"
+    return "failed"
+
+
+def _progressed(evidence):
+    """Whether the service's CPU time grew while the check ran (False: unknown)."""
+    return None not in (evidence.ticks, evidence.ticks_before) and evidence.ticks > evidence.ticks_before
+
+
+# Statuses a tracker reports (status file, events).
+SLOW, FAILING, HUNG = "slow", "failing", "hung"
+
 
 @dataclass
 class _Track:
     incarnation: str
     failures: int = 0
-    status: str = ""             # "", HEALTHY or UNHEALTHY: the last news given
+    status: str = ""             # the last news given: HEALTHY, UNHEALTHY, SLOW, FAILING
     reported: str = ""           # the incarnation whose failure was reported
     next_reminder: float = 0.0
     gap: float = 0.0
     reminders: int = 0
+    usual: float = 0.0           # usual duration of a passing check (moving average)
+    slow: bool = False           # the last check was slow: the next ones get a longer timeout
+    slows: int = 0               # slow checks since it last passed
+    slow_checks: int = 0         # slow checks since the loop started (status: how often load was the reason)
+    streak: tuple | None = None  # (time, ticks, psi) when the first failing check of a streak started
+    healthy_since: float = 0.0   # when it last began to pass
+    detail: str = ""
+    since: float = 0.0
 
 
 @dataclass
 class HealthTracker:
-    """Per-container counters between beacon runs; `observe` returns the events
-    (tag, data) a result is worth: only changes (see the module docstring)."""
+    """Per-container state between beacon passes; `observe` returns the events
+    (tag, data) a check is worth: only changes (see the module docstring).
+
+    unhealthy  restart it: `verdict` hung (a process stopped) or stalled (no CPU
+               progress over `stall_window` s of failing checks on a host not
+               under pressure): `certain`; or failing (`threshold` failures in a
+               row; not sent for a stateful container, which gets `failing`)
+    slow       its check failed `threshold` times in a row, slowly under load:
+               not counted as failures, not restarted
+    failing    a stateful container keeps failing without a certain hang
+    healthy    a container reported by one of the above passes again"""
     threshold: int = 3
     remind: float = 60.0          # first repeat of an unhealthy report; 0: never repeat
     remind_max: float = 600.0
+    interval: float = 5.0         # between checks of a passing container
+    retry_interval: float = 1.0   # between checks while one fails
+    pressure_limit: float = 0.2
+    slow_factor: float = 3.0
+    stall_window: float = 10.0
     tracks: dict = field(default_factory=dict)
 
-    def observe(self, item, result, now):
+    def due(self, item, since_last, stopped=False):
+        """Whether `item`'s next check is due `since_last` s after the last one
+        started: sooner while it fails, has not passed since it (re)started, or
+        a service process is stopped (a hang shows first there); a slow one
+        keeps the normal pace (checks add load)."""
+        track = self.tracks.get(item.name)
+        if track is None or track.incarnation != item.incarnation:
+            unsure = True
+        else:
+            unsure = not track.slow and (track.failures or not track.healthy_since)
+        gap = self.retry_interval if unsure or stopped else self.interval
+        return since_last >= gap - PASS_JITTER
+
+    def timeout(self, item):
+        """The check timeout: a slow container's is `slow_factor` times longer."""
+        track = self.tracks.get(item.name)
+        return item.timeout * (self.slow_factor if track and track.slow else 1)
+
+    def observe(self, item, result, now, evidence=None):
+        evidence = evidence or Evidence()
         track = self.tracks.get(item.name)
         if track is None:
-            track = self.tracks[item.name] = _Track(item.incarnation)
+            track = self.tracks[item.name] = _Track(item.incarnation, since=now)
         elif track.incarnation != item.incarnation:   # restarted: count afresh
-            track.incarnation, track.failures = item.incarnation, 0
-        if result.ok:
-            track.failures = 0
-            if track.status == UNHEALTHY:
-                track.status, track.reported, track.reminders = HEALTHY, "", 0
+            track.incarnation, track.failures, track.streak, track.healthy_since = item.incarnation, 0, None, 0.0
+        verdict = judge(result, evidence, track.usual, self.pressure_limit)
+        track.detail = result.detail
+        if verdict == "ok" and track.slow and result.duration > item.timeout:
+            return []                # passes only with the longer timeout: still slow
+        if verdict == "ok":
+            if not result.timed_out and result.duration > 0:
+                track.usual = result.duration if not track.usual else 0.8 * track.usual + 0.2 * result.duration
+            track.failures, track.streak, track.slow, track.slows = 0, None, False, 0
+            track.healthy_since = track.healthy_since or now
+            if track.status in (UNHEALTHY, SLOW, FAILING):
+                self._set(track, HEALTHY, now)
+                track.reported, track.reminders = "", 0
                 return [self._event(item, HEALTHY, track, result)]
-            track.status = HEALTHY
+            self._set(track, HEALTHY, now)
             return []
-        if item.start_period and now - item.started_epoch() < item.start_period:
+        if track.streak is None:
+            track.streak = (now - result.duration, evidence.ticks_before, evidence.psi_before)
+        if verdict == "hung":
+            return self._unhealthy(item, track, result, now, HUNG)
+        up_for = now - item.started_epoch()
+        if item.start_period and up_for < item.start_period:
             return []                # still starting: failures do not count (as in Docker)
+        if not track.healthy_since and _progressed(evidence) and up_for < self.slow_factor * max(item.start_period, 5):
+            return []                # never passed yet and busy starting (a loaded host starts slowly)
+        if verdict == "slow":
+            track.slow = True        # the next checks get the longer timeout at once
+            track.slows += 1
+            track.slow_checks += 1
+            if track.status != SLOW and track.slows >= self.threshold:   # news once it lasts
+                self._set(track, SLOW, now)
+                return [self._event(item, SLOW, track, result)]
+            return []
+        track.slow = False
         track.failures += 1
+        if self._stalled(track, evidence, now):
+            return self._unhealthy(item, track, result, now, "stalled")
         if track.failures < self.threshold:
             return []
+        if item.stateful:            # restarted only on a certain hang
+            if track.status != FAILING:
+                self._set(track, FAILING, now)
+                return [self._event(item, FAILING, track, result)]
+            return []
+        return self._unhealthy(item, track, result, now, FAILING)
+
+    def _stalled(self, track, evidence, now):
+        """No CPU progress at all since the failing streak began, for `stall_window`
+        seconds, on a host not under pressure: a deadlock, not load."""
+        began, ticks, psi = track.streak
+        span = now - began
+        return (ticks is not None and evidence.ticks == ticks and span >= self.stall_window
+                and not evidence.io_wait and pressure_between(psi, evidence.psi, span) < self.pressure_limit)
+
+    def _unhealthy(self, item, track, result, now, verdict):
         if track.status != UNHEALTHY or track.reported != item.incarnation:
-            track.status, track.reported, track.reminders = UNHEALTHY, item.incarnation, 0
+            self._set(track, UNHEALTHY, now)
+            track.reported, track.reminders = item.incarnation, 0
             track.gap = self.remind
             track.next_reminder = now + self.remind
-            return [self._event(item, UNHEALTHY, track, result)]
+            return [self._event(item, UNHEALTHY, track, result, verdict)]
         if self.remind and now >= track.next_reminder:
             track.reminders += 1
             track.gap = min(track.gap * 2, self.remind_max) if self.remind_max else track.gap * 2
             track.next_reminder = now + track.gap
-            return [self._event(item, UNHEALTHY, track, result)]
+            return [self._event(item, UNHEALTHY, track, result, verdict)]
         return []
+
+    @staticmethod
+    def _set(track, status, now):
+        if track.status != status:
+            track.status, track.since = status, now
 
     def forget_others(self, names):
         """Drops counters of containers that are gone (`names`: those that exist)."""
         for name in set(self.tracks) - set(names):
             del self.tracks[name]
 
+    def snapshot(self):
+        """{name: {status, since, detail}}: what `kolla-salt status` shows."""
+        return {name: {"status": t.status or "starting", "since": round(t.since, 1), "detail": t.detail,
+                       "failures": t.failures, "slow_checks": t.slow_checks, "incarnation": t.incarnation}
+                for name, t in sorted(self.tracks.items())}
+
     @staticmethod
-    def _event(item, status, track, result):
-        return (f"{item.name}/{status}", {
-            "name": item.name, "status": status, "container": item.container_id[:12],
-            "incarnation": item.incarnation, "generation": item.generation, "set": item.set_path,
-            "failures": track.failures, "reminder": track.reminders, "detail": result.detail})
+    def _event(item, status, track, result, verdict=""):
+        began = track.streak[0] if track.streak else 0.0
+        data = {"name": item.name, "status": status, "container": item.container_id[:12],
+                "incarnation": item.incarnation, "generation": item.generation, "set": item.set_path,
+                "failures": track.failures, "reminder": track.reminders, "detail": result.detail,
+                # How long it had passed before this failure: a long healthy run resets the restart cap.
+                "healthy_for": round(max(0.0, began - track.healthy_since), 1) if track.healthy_since else 0.0}
+        if status == UNHEALTHY:
+            data.update(verdict=verdict, certain=verdict in (HUNG, "stalled"))
+            track.healthy_since = 0.0
+        return (f"{item.name}/{status}", data)
 
 
-def beacon_pass(client, tracker, runner, prefix=""):
-    """One beacon run: collect the checks that are over, start the next ones,
-    return the events to fire as Salt beacon dicts ({'tag': suffix, ...data})."""
+def beacon_pass(client, tracker, runner, prefix="", status_file=None, proc="/proc"):
+    """One beacon run: collect the checks that are over, start those that are
+    due, return the events to fire as Salt beacon dicts ({'tag': suffix, ...data});
+    write what it knows of every container to `status_file` when that changed."""
     names = managed_names(client, prefix)
+    watched = watched_containers(client, names)
+    table, psi = process_table(proc), read_pressure(proc)
+    samples = {item.name: service_sample(table, item.pid) for item in watched}
+    now = time.monotonic()
     events = []
-    for item, result in runner.collect(client, time.monotonic()):
-        for tag, data in tracker.observe(item, result, time.time()):
+    for item, result, evidence in runner.collect(client, now, samples, psi):
+        for tag, data in tracker.observe(item, result, time.time(), evidence):
             events.append({"tag": tag, **data})
-    runner.start(client, watched_containers(client, names), time.monotonic())
+    stopped = {name for name, sample in samples.items() if sample and sample.stopped}
+    due = [(item, tracker.timeout(item)) for item in watched
+           if tracker.due(item, runner.since_start(item.name, now), item.name in stopped)]
+    runner.start(client, due, now, samples, psi)
     # Counters of a container being restarted are kept (it comes back and its
     # recovery is news); those of removed containers go.
     tracker.forget_others(names)
     runner.forget_others(names)
+    if status_file:
+        write_json(status_file, tracker.snapshot(), only_if_changed=True)
     return events
 
 
-BEACON_KEYS = {"threshold": int, "prefix": str, "remind": (int, float), "remind_max": (int, float),
-               "interval": (int, float), "enabled": bool}
+def write_json(path, data, only_if_changed=False):
+    """Writes `data` to `path` atomically (readers never see half a file)."""
+    text = json.dumps(data, indent=1, sort_keys=True)
+    if only_if_changed and read_text(path) == text:
+        return
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def read_text(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def read_status(path):
+    """What the beacon last wrote to its status file ({} when none)."""
+    try:
+        return json.loads(read_text(path) or "{}")
+    except ValueError:
+        return {}
+
+
+# The beacon's keys: (type, at least). `interval` is Salt's (beacon passes, in
+# loop_interval units); the check pace is check_interval/retry_interval.
+BEACON_KEYS = {"interval": ((int, float), 0), "enabled": (bool, None), "prefix": (str, None),
+               "status_file": (str, None), "threshold": (int, 1), "remind": ((int, float), 0),
+               "remind_max": ((int, float), 0), "check_interval": ((int, float), 0),
+               "retry_interval": ((int, float), 0), "probe": ((int, float), 0),
+               "pressure_limit": ((int, float), 0), "slow_factor": ((int, float), 1),
+               "stall_window": ((int, float), 0)}
 
 
 def validate_beacon_config(config):
@@ -320,11 +558,23 @@ def validate_beacon_config(config):
             continue
         if key not in BEACON_KEYS:
             return False, f"kolla_health: unknown key {key!r} (known: {', '.join(sorted(BEACON_KEYS))})"
-        if not isinstance(value, BEACON_KEYS[key]) or isinstance(value, bool) and BEACON_KEYS[key] is not bool:
+        kind, least = BEACON_KEYS[key]
+        if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
             return False, f"kolla_health: {key} has the wrong type ({value!r})"
-    if merged.get("threshold", 1) < 1:
-        return False, "kolla_health: threshold must be at least 1"
+        if least is not None and value < least:
+            return False, f"kolla_health: {key} must be at least {least}"
     return True, "valid"
+
+
+def configure(tracker, runner, conf):
+    """Applies a merged beacon config; a key it leaves out keeps the default."""
+    for key, attr in (("threshold", "threshold"), ("remind", "remind"), ("remind_max", "remind_max"),
+                      ("check_interval", "interval"), ("retry_interval", "retry_interval"),
+                      ("pressure_limit", "pressure_limit"), ("slow_factor", "slow_factor"),
+                      ("stall_window", "stall_window")):
+        if key in conf:
+            setattr(tracker, attr, type(getattr(tracker, attr))(conf[key]))
+    runner.probe = float(conf.get("probe", runner.probe))
 
 
 def merge_config(config):
@@ -349,10 +599,12 @@ class RestartPolicy:
     window: float = 600.0
     backoff: float = 10.0
 
-    def decide(self, record, incarnation, now):
+    def decide(self, record, incarnation, now, healthy_for=0.0):
         """What to do about an unhealthy container given its ledger record
-        ({'restarts': [epoch...], 'gave_up': incarnation}). Pure: the caller
-        records the outcome with `apply`."""
+        ({'restarts': [epoch...], 'gave_up': incarnation}) and how long it had
+        passed its check before this failure. Pure: the caller records the
+        outcome with `apply`."""
+        record = self.current(record, healthy_for)
         restarts = [t for t in record.get("restarts", []) if now - t < self.window]
         if record.get("gave_up") == incarnation:
             return Decision("left-alone", restarts=len(restarts))
@@ -364,8 +616,16 @@ class RestartPolicy:
                 return Decision("wait", retry_in=round(ready - now, 1), restarts=len(restarts))
         return Decision("restart", restarts=len(restarts))
 
-    def apply(self, record, decision, incarnation, now):
+    def current(self, record, healthy_for):
+        """The record that still counts: a container that passed its check for a
+        whole window since its last trouble starts afresh (even one given up on)."""
+        if healthy_for >= self.window and (record.get("restarts") or record.get("gave_up")):
+            return {**record, "restarts": [], "gave_up": None}
+        return record
+
+    def apply(self, record, decision, incarnation, now, healthy_for=0.0):
         """The record after `decision` (old restarts pruned)."""
+        record = self.current(record, healthy_for)
         restarts = [t for t in record.get("restarts", []) if now - t < self.window]
         gave_up = record.get("gave_up")
         if gave_up and gave_up != incarnation:
@@ -452,12 +712,18 @@ def _exclusive(lock_path):
         yield
 
 
-def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", stop_timeout=2, now=None):
+def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", stop_timeout=2, now=None,
+                     verdict="failing", certain=False, healthy_for=0.0, state_dir=None):
     """Restarts container `name` if the policy allows; returns what happened as a
-    dict with 'action': restarted | wait | gave-up | left-alone | stale | ignored.
+    dict with 'action': restarted | wait | held | spared | gave-up | left-alone | stale | ignored.
 
     `incarnation` is the one the beacon reported: if the container was
-    restarted since (the event is old), nothing is done."""
+    restarted since (the event is old), nothing is done. `verdict`, `certain`
+    and `healthy_for` are the beacon's (HealthTracker): a stateful container is
+    restarted only on a certain hang (`spared` otherwise), a member of a
+    cluster not while another member is down (`held`), and a process that is
+    stopped (`hung`) is killed at once: it could not act on SIGTERM. A
+    restart is written to the generation's history under `state_dir`."""
     now = time.time() if now is None else now
     pauser = ledger.paused_by()
     if pauser:
@@ -474,20 +740,52 @@ def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", 
                     "reason": "not a running, checked container managed by this loop"}
         if incarnation and incarnation != item.incarnation:
             return {"name": name, "action": "stale", "reason": f"restarted since the report ({item.incarnation})"}
-        with ledger.update() as records:
-            record = records.get(name, {})
-            if record.get("container") != container.id:   # redeployed: its past is not this one's
-                record = {"container": container.id}
-            decision = policy.decide(record, item.incarnation, now)
-            records[name] = policy.apply(record, decision, item.incarnation, now)
         result = {"name": name, "container": container.id[:12], "incarnation": item.incarnation,
-                  "restarts_in_window": decision.restarts, "cap": policy.cap, "window": policy.window}
-        if decision.action == "restart":
-            container.restart(timeout=stop_timeout)   # SIGTERM, then SIGKILL: works on a stopped process
-            return {**result, "action": "restarted", "restarts_in_window": decision.restarts + 1}
+                  "verdict": verdict, "cap": policy.cap, "window": policy.window}
+        if item.stateful and not certain:
+            return {**result, "action": "spared",
+                    "reason": "stateful: restarted only on a certain hang (a stopped or stalled process)"}
+        # One member of a cluster at a time: the lock orders the reactions, the
+        # check sees a member still down or starting after its own restart.
+        with ledger.acting_on(f"cluster.{item.cluster}") if item.cluster else contextlib.nullcontext():
+            down = item.cluster and cluster_members_down(client, item, prefix)
+            if down:
+                return {**result, "action": "held",
+                        "reason": f"cluster {item.cluster}: {', '.join(down)} down or starting"}
+            with ledger.update() as records:
+                record = records.get(name, {})
+                if record.get("container") != container.id:   # redeployed: its past is not this one's
+                    record = {"container": container.id}
+                decision = policy.decide(record, item.incarnation, now, healthy_for)
+                records[name] = policy.apply(record, decision, item.incarnation, now, healthy_for)
+            result["restarts_in_window"] = decision.restarts
+            if decision.action == "restart":
+                # SIGTERM, then SIGKILL after the stop timeout: works on a stopped process
+                container.restart(timeout=0 if verdict == HUNG else stop_timeout)
+                if state_dir and item.generation:
+                    History(state_dir, name).add_restart(int(item.generation), now, verdict)
+                return {**result, "action": "restarted", "restarts_in_window": decision.restarts + 1}
     if decision.action == "wait":
         return {**result, "action": "wait", "retry_in": decision.retry_in}
     if decision.action == "give-up":
         return {**result, "action": "gave-up",
-                "reason": f"{decision.restarts} restarts within {policy.window:g} s did not help; left as it is"}
+                "reason": f"{decision.restarts} restarts within {policy.window:g} s did not help; "
+                          f"left as it is, still watched"}
     return {**result, "action": "left-alone"}
+
+
+def cluster_members_down(client, item, prefix=""):
+    """Names of the other current members of `item`'s cluster on this engine that
+    are not running or whose Docker health is not `healthy` (starting after a
+    restart, unhealthy)."""
+    down = []
+    for entry in client.api.containers(all=True, filters={"label": LABEL_NAME}):
+        name = (entry.get("Labels") or {}).get(LABEL_NAME, "")
+        if name == item.name or not name.startswith(prefix) or f"/{name}" not in entry.get("Names", []):
+            continue
+        if declared_spec(entry.get("Labels")).get("cluster") != item.cluster:
+            continue
+        status = entry.get("Status", "")   # "Up 3 minutes (healthy)"
+        if entry.get("State") != "running" or "(healthy)" not in status and "(" in status:
+            down.append(name)
+    return down

@@ -58,7 +58,7 @@ def _sock_dir(root):
     return Path(tempfile.gettempdir()) / f"kolla-health-{digest}"
 
 
-CODE_FILES = ("kolla_salt/health.py", "salt/_beacons/kolla_health.py", "salt/_modules/kolla_health.py",
+CODE_FILES = ("kolla_salt/health.py", "kolla_salt/hostsignals.py", "kolla_salt/generations.py", "salt/_beacons/kolla_health.py", "salt/_modules/kolla_health.py",
               "salt/reactor/kolla_health/masterless.sls")
 
 
@@ -77,14 +77,27 @@ def ledger(settings):
     return RestartLedger(Path(settings["kolla_state_directory"]) / "health" / "restarts.json")
 
 
+def status_file(settings):
+    """Where the beacon writes what it knows of each container (`kolla-salt status`)."""
+    return Path(settings["kolla_state_directory"]) / "health" / "status.json"
+
+
 def beacon_config(settings):
-    """The kolla_health beacon's configuration (Salt's list of one-key dicts)."""
+    """The kolla_health beacon's configuration (Salt's list of one-key dicts).
+    It runs every second (Salt's `interval`); the checks keep their own pace."""
     return [
-        {"interval": settings["health_check_interval"]},
+        {"interval": 1},
+        {"check_interval": settings["health_check_interval"]},
+        {"retry_interval": settings["health_retry_interval"]},
         {"threshold": settings["health_failure_threshold"]},
+        {"probe": settings["health_stopped_probe"]},
+        {"pressure_limit": settings["health_pressure_limit"]},
+        {"slow_factor": settings["health_slow_timeout_factor"]},
+        {"stall_window": settings["health_stall_window"]},
         {"prefix": settings["container_name_prefix"]},
         {"remind": settings["health_restart_backoff"]},
         {"remind_max": settings["health_restart_window"]},
+        {"status_file": str(status_file(settings))},
     ]
 
 
@@ -97,6 +110,7 @@ def restart_settings(settings):
         "restart_backoff": settings["health_restart_backoff"],
         "stop_timeout": settings["health_stop_timeout"],
         "prefix": settings["container_name_prefix"],
+        "state_dir": settings["kolla_state_directory"],
     }
 
 

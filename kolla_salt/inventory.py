@@ -49,7 +49,7 @@ def _read_yaml(path, problems, kind=dict):
 
 
 def type_name(value):
-    return {bool: "true/false", int: "a whole number", str: "a string", list: "a list",
+    return {bool: "true/false", int: "a whole number", float: "a number", str: "a string", list: "a list",
             dict: "a mapping"}.get(type(value), type(value).__name__)
 
 
@@ -67,7 +67,7 @@ def ansible_boolean(value):
 
 def check_value(key, default, value, where, problems):
     """A value must have the type of its default (bool is not a number)."""
-    expected = type(default)
+    expected = (int, float) if isinstance(default, float) else type(default)   # 1 is a fine share
     if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
         # YAML reads an unquoted 2026.1 as a number: say how to write the string.
         hint = f'; write it quoted: {key}: "{value}"' if isinstance(default, str) and isinstance(
@@ -86,6 +86,8 @@ VALUE_RULES = [
     (lambda key: key.endswith("_port"), lambda v: 0 < v < 65536, "a port number (1-65535)"),
     (lambda key: key.startswith("health_") or key == "cron_logrotate_run_interval", lambda v: v > 0,
      "greater than 0"),
+    (lambda key: key == "health_pressure_limit", lambda v: v <= 1, "a share of time, at most 1"),
+    (lambda key: key == "health_slow_timeout_factor", lambda v: v >= 1, "at least 1"),
     (lambda key: key == "cron_logrotate_rotation_interval", lambda v: v in ("daily", "weekly", "monthly", "yearly"),
      "daily, weekly, monthly or yearly"),
     (lambda key: key == "cron_logrotate_rotation_count", lambda v: v >= 1, "at least 1"),
@@ -232,7 +234,8 @@ def service_order():
 def host_patterns(settings, service, definition):
     """Minion id patterns of the hosts that run `service`: `roles.<service>` when the
     operator gives one (kolla-ansible's per-service inventory groups), else those of
-    the role(s) its folder names (`role:`, one or a list: a host with any of them)."""
+    the role(s) its folder names (`role:`, one or a list: a host with any of them; `all`:
+    every host some role or roles.<service> names)."""
     return host_patterns_and_key(settings, service, definition)[0]
 
 
@@ -240,6 +243,9 @@ def host_patterns_and_key(settings, service, definition):
     """(patterns, the globals.yml key they come from, for messages)."""
     if service in settings["roles"]:
         return settings["roles"][service], f"roles.{service}"
+    if definition.get("role") == "all":   # every host given some service, by a role or by roles.<service>
+        patterns = [p for patterns in settings["roles"].values() for p in patterns]
+        return list(dict.fromkeys(patterns)), "roles"
     roles = definition.get("role", "control")
     roles = [roles] if isinstance(roles, str) else roles
     return [pattern for role in roles for pattern in settings["roles"].get(role, [])], f"roles.{'|'.join(roles)}"

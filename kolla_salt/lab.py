@@ -1,4 +1,4 @@
-"""A lab of hosts on one machine (`kolla-salt lab up|down|status|push`).
+"""A lab of hosts on one machine (`kolla-salt lab up|down|status`).
 
 Each host is a network namespace with its own address (lab/topology.yml, in
 198.18.0.0/15, the range for network test beds), its own Docker engine (own
@@ -8,7 +8,9 @@ address and name) and its own salt-minion whose id is the host's name. The
 hosts' links meet on a bridge in a namespace of its own, the switch: a bridge
 in the machine's namespace would be filtered by Docker's FORWARD chain. On the
 switch listen the salt-master (keys accepted by `lab up`) and a registry
-(Debian's docker-registry, the Distribution registry) from which the hosts pull.
+(Debian's docker-registry, the Distribution registry) from which the hosts pull:
+`kolla-salt --lab NAME build --push` tags images for it on this machine's engine
+and pushes them from the switch (`lab down` removes those tags again).
 
 Nothing here touches the machine's own engine, its namespace or a deployment
 on it: everything the lab makes is named `<lab>-...` (namespaces, links) or
@@ -227,8 +229,10 @@ class Lab:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "globals.yml").write_text(
             "# The lab's globals.yml: every host's API address is its eth0 (lab/topology.yml),\n"
-            "# and hosts pull their images from the lab's registry (`kolla-salt lab push`).\n"
-            + yaml.safe_dump({"network_interface": "eth0", "docker_registry": self.registry}))
+            "# and hosts pull their images from the lab's registry, plain HTTP\n"
+            "# (`kolla-salt --lab NAME build --push` puts them there).\n"
+            + yaml.safe_dump({"network_interface": "eth0", "docker_registry": self.registry,
+                              "docker_registry_insecure": True}))
         run(SALT_BIN / "kolla-salt", "--config-dir", folder, "genpwd")
         self.out(f"[lab] operator folder {folder} (globals.yml, passwords.yml)")
 
@@ -283,24 +287,6 @@ class Lab:
                 "master_config": str(self._master_dir()), "config_dir": str(self.config_dir()),
                 "hosts": [{**h, "namespace": self.netns(h), "docker_host": self.docker_host(h)} for h in self.hosts]}
 
-    # -- images --------------------------------------------------------------------------
-    def declared_images(self):
-        """The images (as this machine's engine names them) the lab's operator folder has
-        its hosts run (from its registry)."""
-        from .inventory import build_pillar, service_specs
-        return sorted({spec["image"].removeprefix(self.registry + "/") for host in self.hosts for service in build_pillar(
-            self.config_dir(), minion_id=host["name"], interfaces={"eth0": [host["address"]]})["kolla"]["services"]
-            for spec in service_specs(service)})
-
-    def push(self, refs):
-        """Copies images from the machine's engine into the lab's registry (skopeo, run on
-        the switch: the machine's own namespace has no route into the lab)."""
-        for ref in refs:
-            started = time.monotonic()
-            run("ip", "netns", "exec", self.switch, "skopeo", "copy", "--quiet", "--dest-tls-verify=false",
-                f"docker-daemon:{ref}", f"docker://{self.registry}/{ref}")
-            self.out(f"[lab] pushed {ref} to {self.registry} ({time.monotonic() - started:.1f} s)")
-
     # -- down ------------------------------------------------------------------------------
     def down(self):
         """Removes everything this lab made, and nothing else."""
@@ -314,8 +300,28 @@ class Lab:
             run("ip", "netns", "del", ns)
         for folder in (self.data, self.rundir):
             shutil.rmtree(folder, ignore_errors=True)
+        tags = self._untag_pushed()
         self.out(f"[lab] {self.name}: stopped {', '.join(stopped) or 'nothing'}; removed "
-                 f"{len(namespaces)} namespace(s) and the lab's data")
+                 f"{len(namespaces)} namespace(s), the lab's data and {tags} image tag(s) for its registry")
+
+    def _untag_pushed(self):
+        """Removes the tags `build --push` gave images on this machine's engine for the
+        lab's registry (an image no other tag names goes with its last tag)."""
+        import docker
+        import docker.errors
+        try:
+            client = docker.from_env(timeout=30)
+            tags = [t for image in client.images.list() for t in image.tags if t.startswith(self.registry + "/")]
+        except docker.errors.DockerException:
+            return 0    # no engine here: no tags either
+        removed = 0
+        for tag in tags:
+            try:
+                client.images.remove(tag)
+                removed += 1
+            except docker.errors.APIError as error:   # a container of this machine uses it: it stays
+                self.out(f"[lab] kept {tag}: {error.explanation}")
+        return removed
 
     def _stop(self, what, timeout=30):
         pid = self._pid(what)

@@ -28,3 +28,25 @@ def upgrade_path_problem(releases, old, new):
         return None
     return (f"{old} -> {new} skips releases: OpenStack upgrades one release at a time, or from "
             f"a .1 release to the next .1 (SLURP: 2025.1 -> 2026.1)")
+
+
+def running_releases(client):
+    """{managed container: the release its image was built for} on one engine (only
+    images whose content depends on the release carry the label)."""
+    import docker.errors
+
+    from .spec import LABEL_NAME, LABEL_RELEASE
+    images, found = {}, {}
+    for entry in client.api.containers(all=True, filters={"label": LABEL_NAME}):
+        name = entry["Labels"][LABEL_NAME]
+        if f"/{name}" not in entry.get("Names", []):
+            continue    # a kept-aside generation
+        if entry["ImageID"] not in images:
+            try:
+                labels = client.api.inspect_image(entry["ImageID"])["Config"].get("Labels") or {}
+            except docker.errors.NotFound:
+                labels = {}
+            images[entry["ImageID"]] = labels.get(LABEL_RELEASE)
+        if images[entry["ImageID"]]:
+            found[name] = images[entry["ImageID"]]
+    return found

@@ -37,6 +37,10 @@ LABEL_VOLUME_ID = "kolla.volume-id"  # a named volume's identity: a recreated vo
 # so one image tagged for two releases recreates nothing; the config folder is
 # compared by the hash of its files, wherever it is (a rollback reads a snapshot).
 OUTSIDE_IDENTITY = ("image", "config_dir")
+# Fields added after containers were deployed: left out of the canonical form at
+# their default, so a container that does not use one keeps its spec hash (and
+# is not recreated by the kolla-salt version that added it).
+ADDED_LATER = ("stateful", "cluster")
 
 
 def declared_spec(labels):
@@ -88,6 +92,11 @@ class ContainerSpec:
     # the database's volume). A job runs again when one of them (or one it mounts)
     # is not the volume it filled last time: removed, recreated or missing.
     fills: tuple = ()
+    # The health loop (kolla_salt.health): a stateful container (a database, a
+    # broker) is restarted only on a certain hang, never because it is slow;
+    # members of one cluster (same key, on any host) are never restarted two at once.
+    stateful: bool = False
+    cluster: str = ""
 
     # -- construction -----------------------------------------------------------
     @classmethod
@@ -177,6 +186,7 @@ class ContainerSpec:
         if swap not in SWAP_MODES:
             problems.append(f"{where}.swap: '{swap}' is not one of {', '.join(SWAP_MODES)}")
         command = text_list("command") if data.get("command") is not None else None
+        stateful, cluster = get("stateful", bool, False), get("cluster", str, "") or ""
         if problems:
             raise ValidationError(problems)
         return cls(
@@ -184,7 +194,8 @@ class ContainerSpec:
             environment=str_map("environment"), volumes=volumes, host_namespaces=tuple(sorted(set(namespaces))),
             privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
-            stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"))
+            stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
+            stateful=stateful, cluster=cluster)
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):
@@ -201,6 +212,8 @@ class ContainerSpec:
                 value = list(value)
             elif isinstance(value, dict):
                 value = dict(sorted(value.items()))
+            if f.name in ADDED_LATER and value == f.default:
+                continue
             out[f.name] = value
         return out
 

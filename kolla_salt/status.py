@@ -32,10 +32,16 @@ def collect(client, settings):
 
 
 def health_loop(settings):
-    """Whether this host's health loop runs, and its restarts per container."""
+    """Whether this host's health loop runs, and per container its restarts and
+    what its beacon last judged (healthy, failing, slow, unhealthy: health.HealthTracker)."""
+    from .health import read_status
     pid = healthloop.running_pid(settings)
     restarts = {name: {"restarts": len(record.get("restarts", [])), "gave_up": bool(record.get("gave_up"))}
                 for name, record in healthloop.ledger(settings).read().items()}
+    if pid is not None:   # a stopped loop's last judgement is not news
+        for name, seen in read_status(healthloop.status_file(settings)).items():
+            restarts.setdefault(name, {"restarts": 0, "gave_up": False}).update(
+                state=seen["status"], detail=seen.get("detail", ""), incarnation=seen.get("incarnation", ""))
     return {"running": pid is not None, "pid": pid, "enabled": settings["enable_health_loop"],
             "restarts": restarts}
 
@@ -72,9 +78,23 @@ def _tree_lines(rows, restarts_of):
             lines.append(f"  {service}")
             last_set = row["set"]
         kept = ",".join(map(str, row["kept_generations"])) or "-"
-        restarts = restarts_of.get(row["name"], {})
-        note = (" (health loop gave up)" if restarts.get("gave_up") else
-                f" (health loop restarts: {restarts['restarts']})" if restarts.get("restarts") else "")
         lines.append(f"    {row['name']:<24} {row['state']:<9} {row['health']:<10} gen {row['generation']:<4} "
-                     f"kept {kept:<8} {row['image']}{note}")
+                     f"kept {kept:<8} {row['image']}{_loop_note(restarts_of.get(row['name'], {}), row)}")
     return lines
+
+
+def _loop_note(loop, row):
+    """What the health loop says of a container, when it says more than `healthy`.
+    Its judgement of an earlier incarnation (before a restart) is no longer news."""
+    notes = []
+    current = loop.get("incarnation", "").endswith(f"@{row.get('started')}")
+    if current and loop.get("state") in ("slow", "failing", "unhealthy"):
+        why = {"slow": "slow: its check fails under host load; not restarted",
+               "failing": "failing; stateful, not restarted without a certain hang"}.get(loop["state"], "unhealthy")
+        notes.append(f"health loop: {why}")
+    if loop.get("gave_up"):
+        notes.append("health loop gave up; still watched")
+    elif loop.get("restarts"):
+        notes.append(f"health loop restarts: {loop['restarts']}")
+    return f" ({'; '.join(notes)})" if notes else ""
+

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares this host for kolla-salt: the project's virtualenv, the Docker
 # engine, debootstrap and the lab's registry and skopeo. Idempotent: a second run prints nothing but "ready".
-# Usage: scripts/setup-host.sh [--help]
+# Usage: [KOLLA_SALT_INSECURE_REGISTRY=host:port] scripts/setup-host.sh [--help]
 set -euo pipefail
 
 if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
@@ -54,5 +54,20 @@ if ! docker_ok; then
   fi
   for _ in $(seq 1 60); do docker_ok && break; sleep 1; done
   docker_ok || { echo "[setup] the Docker engine did not answer within 60 s; see $LOG_DIR/dockerd.log" >&2; exit 1; }
+fi
+# A registry without TLS (the master's, on Vagrant VMs): hosts pull from it once the
+# engine lists it in insecure-registries, a setting dockerd reloads on SIGHUP.
+registry=${KOLLA_SALT_INSECURE_REGISTRY:-}
+if [ -n "$registry" ] && ! grep -qs "\"$registry\"" /etc/docker/daemon.json; then
+  step "the engine pulls from $registry without TLS (/etc/docker/daemon.json)"
+  "$VENV/bin/python" - "$registry" <<'PY'
+import json, pathlib, sys
+path = pathlib.Path("/etc/docker/daemon.json")
+config = json.loads(path.read_text()) if path.exists() else {}
+config["insecure-registries"] = sorted(set(config.get("insecure-registries", [])) | {sys.argv[1]})
+path.parent.mkdir(exist_ok=True)
+path.write_text(json.dumps(config, indent=2) + "\n")
+PY
+  kill -HUP "$(cat /var/run/docker.pid)"
 fi
 [ "$did" = 0 ] || step "ready"

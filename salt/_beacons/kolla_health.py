@@ -1,25 +1,34 @@
-"""Beacon: reports managed containers whose health check keeps failing.
+"""Beacon: reports managed containers that hang, fail or are only slow.
 
 A thin adapter over kolla_salt.health (the logic and its reasons live there).
-Every `interval` seconds it collects the checks that are over and starts the
-next ones (each running managed container's own check, through `docker exec`,
-in the background: health.CheckRunner), and fires, only on change:
+Every pass (each second) it collects the checks that are over, looks at the
+containers' processes and the host's pressure, starts the checks that are due
+(each running managed container's own check, through `docker exec`, in the
+background: health.CheckRunner), writes what it knows to `status_file` and
+fires, only on change (health.HealthTracker):
 
-    salt/beacon/<minion>/kolla_health/<name>/unhealthy   after `threshold` failures in a row
-    salt/beacon/<minion>/kolla_health/<name>/healthy     when a reported container recovers
+    salt/beacon/<minion>/kolla_health/<name>/unhealthy   hung, stalled, or `threshold` failures in a row
+    salt/beacon/<minion>/kolla_health/<name>/slow        its check failed slowly under load: not restarted
+    salt/beacon/<minion>/kolla_health/<name>/failing     a stateful one fails without a certain hang
+    salt/beacon/<minion>/kolla_health/<name>/healthy     a reported container passes again
 
-Configuration (a list of one-key dicts, Salt 3008 style)::
+Configuration (a list of one-key dicts, Salt 3008 style; kolla_salt.healthloop.beacon_config
+writes it from the health_* settings)::
 
     beacons:
       kolla_health:
-        - interval: 5        # seconds between checks
-        - threshold: 3       # consecutive failures before `unhealthy`
-        - prefix: ""         # watch only containers whose name starts with it
-        - remind: 10         # repeat a standing `unhealthy` after 10, 20, 40... s
-        - remind_max: 600    # ... up to this gap
-
-Salt calls beacons every second but counts `interval` in `loop_interval`
-units: keep the minion's loop_interval at 1 (Salt's default).
+        - interval: 1          # beacon passes (Salt's loop_interval units: keep it at 1 s)
+        - check_interval: 5    # seconds between checks of a passing container
+        - retry_interval: 1    # ... while its check fails
+        - threshold: 3         # consecutive failures before `unhealthy`
+        - probe: 1             # a check running this long while a service process is stopped: hung
+        - pressure_limit: 0.2  # host PSI share above which a slow failure is load, not a fault
+        - slow_factor: 3       # a slow container's checks get this many times their timeout
+        - stall_window: 10     # seconds without CPU progress while failing: stalled
+        - prefix: ""           # watch only containers whose name starts with it
+        - remind: 10           # repeat a standing `unhealthy` after 10, 20, 40... s
+        - remind_max: 600      # ... up to this gap
+        - status_file: /var/lib/kolla-salt/health/status.json
 """
 try:
     import docker
@@ -57,9 +66,7 @@ def beacon(config):
     conf = health.merge_config(config)
     key = conf.get("_beacon_name", __virtualname__)
     tracker = _TRACKERS.setdefault(key, health.HealthTracker())
-    # A key the configuration leaves out keeps HealthTracker's default.
-    tracker.threshold = int(conf.get("threshold", tracker.threshold))
-    tracker.remind = float(conf.get("remind", tracker.remind))
-    tracker.remind_max = float(conf.get("remind_max", tracker.remind_max))
     runner = _RUNNERS.setdefault(key, health.CheckRunner())
-    return health.beacon_pass(_client(), tracker, runner, prefix=conf.get("prefix", ""))
+    health.configure(tracker, runner, conf)
+    return health.beacon_pass(_client(), tracker, runner, prefix=conf.get("prefix", ""),
+                              status_file=conf.get("status_file"))

@@ -41,6 +41,17 @@ def test_a_disabled_service_is_removed_and_its_volumes_kept(kolla_env, built_ima
     assert docker_client.containers.get(env.name("cron")).labels["kolla.generation"] == "2"
 
 
+def test_destroy_marks_removed_a_container_already_removed_by_hand(kolla_env, built_images, docker_client):
+    built_images("memcached")
+    env = kolla_env
+    env.write_globals(enable_mariadb=False, enable_rabbitmq=False, enable_keystone=False)
+    env.run("deploy")
+    docker_client.containers.get(env.name("memcached")).remove(force=True)   # docker rm -f, by hand
+    env.run("destroy", "--yes-i-really-mean-it")
+    history = json.loads(env.run("history", "memcached", "--format", "json").stdout)
+    assert [h["outcome"] for h in history] == ["removed"]
+
+
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory, docker_client, built_images):
     """mariadb, memcached and keystone at RELEASE, with NEXT's images built too."""

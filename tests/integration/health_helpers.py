@@ -76,11 +76,87 @@ def memcached_spec(name, breakable=False):
     }, where=f"test spec {name}")
 
 
+# SIGSTOP every process whose command line holds argv[1], but PID 1 (tini) and itself.
+FREEZE = ("import os, signal, sys\n"
+          "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+          "    if int(pid) in (1, os.getpid()): continue\n"
+          "    try: cmd = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+          "    except OSError: continue\n"
+          "    if sys.argv[1].encode() in cmd: os.kill(int(pid), signal.SIGSTOP)\n")
+
+
 def freeze_service(container, process="memcached"):
     """SIGSTOP the service inside (PID 1, tini, and the check keep working):
     the process is alive, the check fails, Docker does nothing."""
-    result = container.exec_run(["sh", "-c", f"kill -STOP $(pidof {process})"])
+    result = container.exec_run(["python3", "-c", FREEZE, process])
     assert result.exit_code == 0, result.output
+
+
+# Services started on their own (own network namespace, loopback only), with the
+# check of their deployed definition: the health tests and benchmarks/health_recovery.py.
+STANDALONE = {
+    "memcached": dict(
+        image=default_image("memcached"), process="memcached", user=None,
+        command=["/usr/bin/memcached", "-u", "memcache", "-l", "127.0.0.1", "-p", "11211", "-m", "16"],
+        test=["kolla_check", "memcached", "127.0.0.1:11211"]),
+    "keystone": dict(
+        # keystone under uwsgi serving its version document: fernet keys made at
+        # the first start (a deployment's are on a volume: a restart does not
+        # make them again), no database, which /v3 does not need.
+        image=default_image("keystone"), process="uWSGI", user="keystone",
+        command=["sh", "-c", "test -e /etc/keystone/fernet-keys/0 || keystone-manage fernet_setup"
+                             " --keystone-user keystone --keystone-group keystone;"
+                             " exec kolla_keystone_serve 127.0.0.1 5000"],
+        test=["kolla_check", "http-unix", "/var/lib/keystone/uwsgi.sock", "/v3", "200"]),
+}
+
+
+def deployed_check(service):
+    """The healthcheck of the service's own definition (salt/states/kolla/<service>/defaults.yaml),
+    rendered as a deploy renders it (placeholder passwords: only the check is read)."""
+    import yaml
+
+    from kolla_salt import paths
+    from kolla_salt.inventory import ServiceRenderer, default_settings
+    passwords = {key: "test" for key in yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())}
+    renderer = ServiceRenderer(default_settings(), passwords, {"api_interface_address": "127.0.0.1"})
+    return renderer.definition(service)["containers"][service]["healthcheck"]
+
+
+def standalone_spec(name, service, **check):
+    """A spec of STANDALONE[service] whose check has the deployed definition's
+    timings (interval, timeout, start period), changed by `check`."""
+    found = STANDALONE[service]
+    timings = {k: v for k, v in deployed_check(service).items() if k != "test"}
+    return ContainerSpec.from_dict({
+        "name": name, "image": found["image"], "set_path": "test/health", "user": found["user"],
+        "command": found["command"], "stop_timeout": 2,
+        "healthcheck": {"test": found["test"], **timings, **check},
+    }, where=f"standalone spec {name}")
+
+
+@contextlib.contextmanager
+def host_load(seconds, folder, busy_per_cpu=1, writers=1):
+    """Saturates the host for at most `seconds`: `busy_per_cpu` busy loops per
+    CPU and `writers` writers of 256 MiB files with fsync, each bounded by
+    `timeout`, ended by PID on exit."""
+    import os
+    targets = [Path(folder) / f"kshealth-load{i}.bin" for i in range(writers)]
+    procs = [subprocess.Popen(["timeout", str(seconds), "sh", "-c", "while :; do :; done"])
+             for _ in range(busy_per_cpu * os.cpu_count())]
+    procs += [subprocess.Popen(["timeout", str(seconds), "sh", "-c",
+                                f"while :; do dd if=/dev/zero of={target} bs=1M count=256 conv=fsync status=none; "
+                                f"rm -f {target}; done"]) for target in targets]
+    try:
+        yield procs
+    finally:
+        for proc in procs:   # `timeout` passes SIGTERM on to its child
+            with contextlib.suppress(ProcessLookupError):
+                proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+        for target in targets:
+            target.unlink(missing_ok=True)
 
 
 def incarnation(container):

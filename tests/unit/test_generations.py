@@ -49,3 +49,10 @@ def test_one_generation_runs_at_a_time(tmp_path):
     history.set_removed()
     assert [r["outcome"] for r in history.records()] == ["replaced", "failed", "removed"]
     assert history.last_good_before(4)["generation"] == 3   # a removed one ran healthy: a rollback target
+
+
+def test_recorded_names_are_those_with_a_history(tmp_path):
+    generations.History(tmp_path, "kst-a").add(1, {"image": "x"}, "sha256:" + "0" * 64, "c")
+    (tmp_path / "containers" / "kst-b").mkdir()
+    assert generations.recorded_names(tmp_path) == ["kst-a"]
+    assert generations.recorded_names(tmp_path / "nowhere") == []

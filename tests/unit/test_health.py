@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import docker.errors
 import pytest
 
-from kolla_salt import health, healthloop
+from kolla_salt import health, healthloop, hostsignals
 from kolla_salt.inventory import default_settings
 from kolla_salt.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
 
@@ -257,7 +257,10 @@ def test_minion_opts_come_from_settings(tmp_path):
                              health_check_interval=2, health_restart_cap=5)
     opts = healthloop.minion_opts(settings)
     beacon = health.merge_config(opts["beacons"]["kolla_health"])
-    assert beacon == {"interval": 2, "threshold": 3, "prefix": "kst-", "remind": 10, "remind_max": 600}
+    assert beacon == {"interval": 1, "check_interval": 2, "retry_interval": 1, "threshold": 3, "probe": 1,
+                      "pressure_limit": 0.2, "slow_factor": 3, "stall_window": 10, "prefix": "kst-",
+                      "remind": 10, "remind_max": 600,
+                      "status_file": str(tmp_path / "health" / "status.json")}
     assert health.validate_beacon_config(opts["beacons"]["kolla_health"])[0]
     assert opts["kolla_health"]["restart_cap"] == 5 and opts["kolla_health"]["prefix"] == "kst-"
     assert opts["master_type"] == "disable" and opts["engines"] == [{"reactor": {}}]
@@ -298,25 +301,294 @@ class FakeExecAPI:
 def test_checks_run_in_the_background_and_a_hung_one_fails_at_its_timeout():
     client = SimpleNamespace(api=FakeExecAPI())
     runner, watched = health.CheckRunner(), item()   # timeout 2 s
-    runner.start(client, [watched], now=0.0)
+    runner.start(client, [(watched, 2)], now=0.0)
     assert runner.collect(client, now=1.0) == []            # still running: nothing to report, no waiting
-    runner.start(client, [watched], now=1.0)
+    runner.start(client, [(watched, 2)], now=1.0)
     assert len(client.api.created) == 1                       # one check in flight per container
     client.api.release["exec0"].set()
     runner.in_flight[watched.name].thread.join(2)
-    assert runner.collect(client, now=1.5) == [(watched, CheckResult(True, "healthy"))]
-    runner.start(client, [watched], now=1.5)                  # the next check starts
+    [(_, passed, _)] = runner.collect(client, now=1.5)
+    assert passed.ok and passed.detail == "healthy" and 0 <= passed.duration < 1.5
+    runner.start(client, [(watched, 2)], now=1.5)             # the next check starts
     assert runner.collect(client, now=2.9) == []              # 1.4 s in: not yet due
-    [(_, hung)] = runner.collect(client, now=3.1)             # its 2 s timeout falls due at this pass (jitter)
-    assert not hung.ok and "timed out after 2 s" in hung.detail
+    [(_, hung, _)] = runner.collect(client, now=3.1)          # its 2 s timeout falls due at this pass (jitter)
+    assert not hung.ok and hung.timed_out and "timed out after 2 s" in hung.detail
     client.api.release["exec1"].set()
+
+
+def sample(ticks=100, stopped=False, io_wait=False):
+    return hostsignals.ServiceSample(ticks=ticks, stopped=stopped, io_wait=io_wait)
+
+
+def test_a_check_running_while_a_service_process_is_stopped_ends_after_the_probe_time():
+    client = SimpleNamespace(api=FakeExecAPI())
+    runner, watched = health.CheckRunner(probe=1.0), item()
+    runner.start(client, [(watched, 5)], now=0.0, samples={watched.name: sample(ticks=7)})
+    frozen = {watched.name: sample(ticks=7, stopped=True)}
+    assert runner.collect(client, now=0.4, samples=frozen) == []     # a check may take a moment
+    [(_, result, evidence)] = runner.collect(client, now=0.6, samples=frozen)   # at the pass near 1 s
+    assert not result.ok and not result.timed_out and "stopped" in result.detail
+    assert evidence.stopped and evidence.ticks_before == evidence.ticks == 7
+    assert health.judge(result, evidence, usual=0.05, pressure_limit=0.2) == "hung"
+    client.api.release["exec0"].set()
 
 
 def test_a_removed_container_has_no_check_left_in_flight():
     client = SimpleNamespace(api=FakeExecAPI())
     runner = health.CheckRunner()
-    runner.start(client, [item("a"), item("b")], now=0.0)
+    runner.start(client, [(item("a"), 2), (item("b"), 2)], now=0.0)
     runner.forget_others(["b"])
-    assert list(runner.in_flight) == ["b"]
+    assert list(runner.in_flight) == ["b"] and list(runner.last_start) == ["b"]
     for event in client.api.release.values():
         event.set()
+
+
+# -- hung or slow: the rule ---------------------------------------------------------
+
+def timed_out(seconds=5.0):
+    return CheckResult(False, "check timed out", duration=seconds, timed_out=True)
+
+
+LOADED, CALM = dict(pressure=0.6), dict(pressure=0.02)
+
+
+@pytest.mark.parametrize("result, evidence, verdict", [
+    (OK, health.Evidence(stopped=True), "ok"),                                        # a pass is a pass
+    (FAIL, health.Evidence(stopped=True), "hung"),                                    # stopped: cannot answer
+    (timed_out(), health.Evidence(stopped=True, **LOADED), "hung"),                   # ... whatever the load
+    (timed_out(), health.Evidence(**LOADED), "slow"),                                 # slow under pressure
+    (timed_out(), health.Evidence(io_wait=True, **CALM), "slow"),                     # waiting on the disk
+    (CheckResult(False, "x", duration=0.1), health.Evidence(**LOADED), "failed"),     # fails fast: not load
+    (timed_out(), health.Evidence(**CALM), "failed"),                                 # no load to explain it
+])
+def test_judge_tells_hung_from_slow_from_failed(result, evidence, verdict):
+    assert health.judge(result, evidence, usual=0.2, pressure_limit=0.2) == verdict
+
+
+def test_a_check_over_twice_its_usual_time_under_pressure_is_slow_even_without_timing_out():
+    result = CheckResult(False, "exit code 1", duration=2.5)
+    assert health.judge(result, health.Evidence(**LOADED), usual=1.0, pressure_limit=0.2) == "slow"
+    assert health.judge(result, health.Evidence(**LOADED), usual=2.0, pressure_limit=0.2) == "failed"
+
+
+def observe_all(tracker, steps, watched=None, start=T0, step=1.0):
+    """Feeds (result, evidence) pairs one per step; returns [(index, tag, data)]."""
+    watched = watched or item()
+    return [(i, tag, data) for i, (result, evidence) in enumerate(steps)
+            for tag, data in tracker.observe(watched, result, start + i * step, evidence)]
+
+
+def test_a_stopped_service_is_reported_at_once_as_a_certain_hang():
+    tracker = HealthTracker(threshold=3, remind=0)
+    [(i, tag, data)] = observe_all(tracker, [(OK, health.Evidence()), (FAIL, health.Evidence(stopped=True))])
+    assert (i, tag, data["verdict"], data["certain"]) == (1, "memcached/unhealthy", "hung", True)
+
+
+def test_a_slow_service_is_reported_slow_once_it_lasts_never_unhealthy_and_its_timeout_grows():
+    tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
+    watched = item()
+    events = observe_all(tracker, [(OK, health.Evidence())] +
+                         [(timed_out(), health.Evidence(ticks_before=1, ticks=5, **LOADED))] * 6 +
+                         [(OK, health.Evidence())])
+    assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (7, "memcached/healthy")]
+    assert tracker.timeout(watched) == watched.timeout
+    observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))], start=T0 + 10)
+    assert tracker.timeout(watched) == 3 * watched.timeout       # at once
+    assert tracker.snapshot()["memcached"]["status"] == "healthy"  # one slow check is not news
+    observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))], start=T0 + 20)
+    assert tracker.snapshot()["memcached"]["status"] == "slow"
+    # a slow container keeps the normal pace: checks add load
+    assert not tracker.due(watched, since_last=2.0) and tracker.due(watched, since_last=5.0)
+
+
+def test_failing_checks_come_sooner_and_a_stopped_process_is_checked_at_once():
+    tracker = HealthTracker(threshold=3, interval=5, retry_interval=1, remind=0)
+    watched = item()
+    assert tracker.due(watched, since_last=1.0)              # not passed since it started: soon
+    observe_all(tracker, [(OK, health.Evidence())])
+    assert not tracker.due(watched, since_last=1.0) and tracker.due(watched, since_last=1.0, stopped=True)
+    assert tracker.due(watched, since_last=5.0)
+    observe_all(tracker, [(FAIL, health.Evidence())], start=T0 + 10)
+    assert tracker.due(watched, since_last=1.0)
+
+
+def test_a_stateful_service_failing_without_a_certain_hang_is_reported_failing_not_unhealthy():
+    tracker = HealthTracker(threshold=2, remind=0)
+    db = Watched(name="mariadb", container_id="d" * 64, started_at="2024-01-01T00:00:00Z", test=("x",),
+                 timeout=2, start_period=0, stateful=True)
+    progressing = [(FAIL, health.Evidence(ticks_before=i, ticks=i + 1, **CALM)) for i in range(6)]
+    events = observe_all(tracker, [(OK, health.Evidence())] + progressing + [(OK, health.Evidence())], db)
+    assert [(i, tag) for i, tag, _ in events] == [(2, "mariadb/failing"), (7, "mariadb/healthy")]
+    # the same, frozen: a certain hang, reported at once
+    [(_, tag, data)] = observe_all(tracker, [(FAIL, health.Evidence(stopped=True))], db, start=T0 + 100)
+    assert (tag, data["verdict"], data["certain"]) == ("mariadb/unhealthy", "hung", True)
+
+
+def test_no_cpu_progress_over_the_stall_window_on_a_calm_host_is_a_certain_hang():
+    tracker = HealthTracker(threshold=100, remind=0, stall_window=10, pressure_limit=0.2)
+    calm = {"cpu": 0, "io": 0, "memory": 0}
+    still = [(timed_out(5), health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=calm))] * 3
+    events = observe_all(tracker, still, step=5.0)
+    assert [(i, tag, d["verdict"], d["certain"]) for i, tag, d in events] == [
+        (1, "memcached/unhealthy", "stalled", True)]   # 10 s since the first check began (at -5 s)
+    # the same stillness while the host is loaded (80 % of the time stalled) is not certain
+    loaded = {"cpu": 12_000_000, "io": 0, "memory": 0}
+    tracker = HealthTracker(threshold=100, remind=0, stall_window=10, pressure_limit=0.2)
+    still = [(FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=calm)),
+             (FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded)),
+             (FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded))]
+    assert observe_all(tracker, still, step=5.0) == []
+
+
+def test_a_container_that_never_passed_and_is_busy_starting_is_given_time():
+    """A loaded host starts a service slowly; its socket is not there yet, so the
+    check fails fast. While it has never passed and makes progress, that is a
+    start, up to slow_factor times its start period (at least 5 s)."""
+    tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
+    started = "2023-11-14T22:13:20Z"   # == T0
+    busy = [(FAIL, health.Evidence(ticks_before=i, ticks=i + 3)) for i in range(20)]
+    events = observe_all(tracker, busy, item(started=started, start_period=5))
+    assert [(i, tag) for i, tag, _ in events] == [(16, "memcached/unhealthy")]   # failures at 15, 16 s
+
+
+def test_the_unhealthy_event_says_how_long_it_had_been_healthy():
+    tracker = HealthTracker(threshold=1, remind=0)
+    steps = [(OK, health.Evidence())] * 30 + [(FAIL, health.Evidence())]
+    [(_, _, data)] = observe_all(tracker, steps)
+    assert data["healthy_for"] == 30.0    # passing from 0 to 30 s, failing from then
+    [(_, _, data)] = observe_all(tracker, [(FAIL, health.Evidence())], item(started="2024-01-02T00:00:00Z"),
+                                 start=T0 + 40)
+    assert data["healthy_for"] == 0.0     # the restarted one never passed
+
+
+def test_a_container_healthy_for_a_whole_window_has_its_cap_reset_even_after_a_give_up():
+    policy = RestartPolicy(cap=1, window=100, backoff=1)
+    record = {"restarts": [0], "gave_up": "i"}
+    assert policy.decide(record, "i", 50, healthy_for=40).action == "left-alone"
+    decision = policy.decide(record, "i", 150, healthy_for=100)
+    assert decision.action == "restart"
+    assert policy.apply(record, decision, "i", 150, healthy_for=100) == {"restarts": [150], "gave_up": None}
+
+
+def test_the_status_snapshot_says_what_the_beacon_knows(tmp_path):
+    tracker = HealthTracker(threshold=1, remind=0)
+    observe_all(tracker, [(OK, health.Evidence())], item("a"))
+    observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))], item("b"))
+    path = tmp_path / "health" / "status.json"
+    health.write_json(path, tracker.snapshot())
+    seen = health.read_status(path)
+    assert {name: s["status"] for name, s in seen.items()} == {"a": "healthy", "b": "slow"}
+
+
+# -- acting: stateful, clusters, the history -------------------------------------------
+
+def stateful_container(name, cluster="kst-rabbitmq", state="running", health_status="healthy"):
+    container = restartable(name)
+    spec = json.loads(container.labels["kolla.spec"])
+    spec.update(stateful=True, cluster=cluster)
+    container.labels["kolla.spec"] = json.dumps(spec)
+    container.listing = {"Labels": container.labels, "Names": [f"/{name}"], "State": state,
+                         "Status": f"Up 1 minute ({health_status})"}
+    return container
+
+
+class FakeEngine(FakeClient):
+    """containers.get and the raw listing (cluster members) over several containers."""
+
+    def __init__(self, *containers):
+        self.by_name = {c.name: c for c in containers}
+        self.containers = self
+        self.api = SimpleNamespace(containers=lambda **_: [c.listing for c in self.by_name.values()])
+
+    def get(self, name):
+        if name not in self.by_name:
+            raise docker.errors.NotFound(name)
+        return self.by_name[name]
+
+
+def test_a_stateful_container_is_restarted_only_on_a_certain_hang_and_then_killed_at_once(tmp_path):
+    rabbit = stateful_container("kst-rabbitmq")
+    engine, ledger, policy = FakeEngine(rabbit), RestartLedger(tmp_path / "restarts.json"), RestartPolicy()
+    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq", verdict="failing", certain=False)
+    assert result["action"] == "spared" and rabbit.restarts == []
+    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq", verdict="hung", certain=True)
+    assert result["action"] == "restarted" and rabbit.restarts == [0]   # a stopped process gets SIGKILL
+
+
+def test_a_cluster_member_is_not_restarted_while_another_member_is_down(tmp_path):
+    first = stateful_container("kst-rabbitmq-1")
+    second = stateful_container("kst-rabbitmq-2", health_status="health: starting")
+    other = stateful_container("kst-mariadb", cluster="kst-mariadb", health_status="unhealthy")
+    engine, ledger, policy = FakeEngine(first, second, other), RestartLedger(tmp_path / "r.json"), RestartPolicy()
+    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq-1", verdict="hung", certain=True)
+    assert result["action"] == "held" and "kst-rabbitmq-2" in result["reason"] and first.restarts == []
+    second.listing["Status"] = "Up 2 minutes (healthy)"   # back: the other cluster's trouble is not ours
+    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq-1", verdict="hung", certain=True)
+    assert result["action"] == "restarted"
+
+
+def test_a_restart_by_the_loop_is_written_to_the_generations_history(tmp_path):
+    from kolla_salt.generations import History
+    container = restartable()
+    history = History(tmp_path, "kst-memcached")
+    history.add(2, {"image": "kolla-salt/memcached"}, "sha256:" + "1" * 64, "cfg")
+    history.set_running(2)
+    health.handle_unhealthy(FakeClient(container), RestartLedger(tmp_path / "r.json"), RestartPolicy(),
+                            "kst-memcached", verdict="hung", certain=True, state_dir=tmp_path, now=T0)
+    [record] = history.records()
+    assert record["outcome"] == "running" and record["restarts"] == [{"at": T0, "verdict": "hung"}]
+
+
+# -- what the host shows ----------------------------------------------------------------
+
+def fake_proc(root, processes, psi=None):
+    """processes: {pid: (ppid, state, utime, stime, comm)}"""
+    for pid, (ppid, state, utime, stime, comm) in processes.items():
+        (root / str(pid)).mkdir(parents=True)
+        rest = [state, str(ppid)] + ["0"] * 9 + [str(utime), str(stime)] + ["0"] * 10
+        (root / str(pid) / "stat").write_text(f"{pid} ({comm}) {' '.join(rest)}\n")
+    if psi:
+        (root / "pressure").mkdir()
+        for resource, total in psi.items():
+            (root / "pressure" / resource).write_text(
+                f"some avg10=0.00 avg60=0.00 avg300=0.00 total={total}\nfull avg10=0.00 total=0\n")
+
+
+def test_a_containers_service_processes_are_the_descendants_of_its_init(tmp_path):
+    fake_proc(tmp_path, {1: (0, "S", 0, 0, "systemd"), 100: (1, "S", 1, 1, "tini"),
+                         101: (100, "T", 30, 10, "memcached"), 102: (101, "S", 5, 0, "odd) name"),
+                         200: (1, "R", 99, 99, "kolla_check")})   # a docker exec: not a descendant
+    table = hostsignals.process_table(str(tmp_path))
+    found = hostsignals.service_sample(table, 100)
+    assert (found.pids, found.ticks, found.stopped, found.io_wait) == ((101, 102), 45, True, False)
+    assert hostsignals.service_sample(table, 200).pids == (200,)   # no children: the process itself
+    assert hostsignals.service_sample(table, 999) is None
+
+
+def test_pressure_is_the_share_of_a_window_some_task_waited(tmp_path):
+    fake_proc(tmp_path, {}, psi={"cpu": 3_000_000, "io": 1_000_000})
+    before = hostsignals.read_pressure(str(tmp_path))
+    assert before == {"cpu": 3_000_000, "io": 1_000_000}
+    after = {"cpu": 5_000_000, "io": 1_500_000}
+    assert hostsignals.pressure_between(before, after, 4.0) == pytest.approx(0.5)
+    assert hostsignals.pressure_between({}, after, 4.0) == 0.0
+
+
+def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
+    tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
+    late_pass = CheckResult(True, "healthy", duration=4.0)     # timeout 2, extended to 6
+    events = observe_all(tracker, [(OK, health.Evidence())] + [(timed_out(2), health.Evidence(**LOADED))] * 2 +
+                         [(late_pass, health.Evidence())] * 2 +
+                         [(CheckResult(True, "healthy", duration=0.1), health.Evidence())])
+    assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (5, "memcached/healthy")]
+
+
+def test_status_notes_what_the_loop_judged_of_the_current_incarnation_only():
+    from kolla_salt.status import render
+    row = {"name": "kst-rabbitmq", "set": "messaging-control/rabbitmq", "state": "running", "health": "healthy",
+           "image": "kolla-salt/rabbitmq", "generation": 1, "started": "2024-01-01T00:00:00Z", "kept_generations": []}
+    loop = {"running": True, "pid": 1, "enabled": True, "restarts": {"kst-rabbitmq": {
+        "restarts": 0, "gave_up": False, "state": "slow", "incarnation": "abc@2024-01-01T00:00:00Z"}}}
+    assert "(health loop: slow: its check fails under host load; not restarted)" in render([row], loop)
+    loop["restarts"]["kst-rabbitmq"].update(restarts=1, incarnation="abc@2023-12-31T00:00:00Z")
+    assert "(health loop restarts: 1)" in render([row], loop)

@@ -28,7 +28,8 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
     path = write(tmp_path, "globals.yml", {
         "keystone_public_port": 70000, "database_port": 0, "memcached_port": 65536, "enable_keystone": "maybe", "openstack_release": 2026.1,
         "health_check_interval": 0, "cron_logrotate_log_maxsize": "100 MB", "cron_logrotate_rotation_count": 0,
-        "cron_logrotate_rotation_interval": "hourly"})
+        "cron_logrotate_rotation_interval": "hourly", "health_pressure_limit": 1.5, "health_slow_timeout_factor": 0.5,
+        "health_stall_window": "10s"})
     with pytest.raises(ValidationError) as error:
         load_settings(tmp_path)
     problems = "\n".join(error.value.problems)
@@ -41,6 +42,9 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
     assert f"{path}: key 'cron_logrotate_log_maxsize' must be a size such as 100M" in problems
     assert f"{path}: key 'cron_logrotate_rotation_count' must be at least 1, got 0" in problems
     assert f"{path}: key 'cron_logrotate_rotation_interval' must be daily, weekly, monthly or yearly" in problems
+    assert f"{path}: key 'health_pressure_limit' must be a share of time, at most 1, got 1.5" in problems
+    assert f"{path}: key 'health_slow_timeout_factor' must be at least 1, got 0.5" in problems
+    assert f"{path}: key 'health_stall_window' must be a whole number, got '10s'" in problems
     write(tmp_path, "globals.yml", {"cron_logrotate_log_maxsize": "512k", "cron_logrotate_rotation_interval": "daily"})
     assert load_settings(tmp_path)["cron_logrotate_log_maxsize"] == "512k"
     write(tmp_path, "globals.yml", {"openstack_release": "folsom"})
@@ -134,3 +138,15 @@ def test_a_host_receives_only_the_secrets_its_services_use(tmp_path):
     assert {"database_password", "keystone_admin_password", "rabbitmq_password"} <= set(control["passwords"])
     assert [s["name"] for s in compute["services"]] == ["cron"]
     assert compute["passwords"] == {}
+
+
+def test_log_rotation_follows_every_host_given_a_service_even_by_a_service_role(tmp_path):
+    """cron's folder says `role: all`: a host named only by roles.memcached gets it too."""
+    write(tmp_path, "passwords.yml", {k: "pw" for k in yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())})
+    write(tmp_path, "globals.yml", {"roles": {"control": ["ctl1"], "compute": [], "network": [], "storage": [],
+                                              "memcached": ["cache1"]}})
+    names = {host: [s["name"] for s in build_pillar(tmp_path, host, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]]
+             for host in ("ctl1", "cache1", "other")}
+    assert names["cache1"] == ["cron", "memcached"]
+    assert "cron" in names["ctl1"] and "memcached" not in names["ctl1"]
+    assert names["other"] == []

@@ -35,3 +35,24 @@ def test_every_known_release_has_a_series():
     names = list(releases)
     for old, new in zip(names, names[1:]):   # oldest first: the table is ordered
         assert upgrade_path_problem(releases, new, old).endswith("rollback` the containers)")
+
+
+def service(name, release, *containers, pinned=()):
+    return {"name": name, "release": release,
+            "containers": [{"spec": {"name": c}, "pin": 1 if c in pinned else None} for c in containers]}
+
+
+def test_a_jump_on_any_host_is_refused_naming_that_host():
+    """Through a master each host's running releases come from its facts."""
+    from kolla_salt.cli import _check_release_paths
+    from kolla_salt.errors import ValidationError
+    hosts = {"host1": ([service("keystone", "2026.1", "keystone")], {"keystone": "2026.1"}),
+             "host2": ([service("keystone", "2026.1", "keystone")], {"keystone": "2026.2"}),
+             "host3": ([service("keystone", "2026.1", "keystone", pinned=("keystone",))], {"keystone": "2026.2"})}
+    with pytest.raises(ValidationError) as error:
+        _check_release_paths(hosts, allow_jump=False)
+    assert error.value.problems[0] == ("host2: keystone: runs 2026.2, declared 2026.1: 2026.2 -> 2026.1 is a "
+                                       "downgrade: database schemas only migrate forward (to go back, "
+                                       "`kolla-salt rollback` the containers)")
+    assert len(error.value.problems) == 2   # host3's container is held at a generation: not a change
+    _check_release_paths(hosts, allow_jump=True)   # reported, not refused

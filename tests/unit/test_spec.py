@@ -65,3 +65,14 @@ def test_swap_mode_defaults_to_stop_first_and_is_validated():
     with pytest.raises(ValidationError) as error:
         spec(swap="blue-green")
     assert "test.swap: 'blue-green' is not one of stop-first, overlap" in str(error.value)
+
+
+def test_health_loop_keys_keep_the_hash_of_a_container_that_does_not_use_them():
+    """`stateful` and `cluster` came after containers were deployed: at their
+    default they leave the canonical form (and spec hash) as it was."""
+    assert "stateful" not in spec().canonical() and "cluster" not in spec().canonical()
+    db = spec(stateful=True, cluster="kst-mariadb")
+    assert db.stateful and db.cluster == "kst-mariadb" and db.spec_hash() != spec().spec_hash()
+    with pytest.raises(ValidationError) as error:
+        spec(stateful="yes", cluster=["a"])
+    assert "test.stateful: expected bool" in str(error.value) and "test.cluster: expected str" in str(error.value)

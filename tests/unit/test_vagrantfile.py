@@ -17,6 +17,11 @@ def test_it_reads_the_labs_topology_and_provisions_with_the_labs_script():
     assert lab.TOPOLOGY == paths.REPO / "lab" / "topology.yml"
     assert "bash scripts/provision-node.sh #{role} #{args}" in VAGRANTFILE
     assert lab.PROVISION == paths.REPO / "scripts" / "provision-node.sh"
+    # Every VM's engine pulls from the master's registry, which speaks plain HTTP.
+    assert 'REGISTRY = "#{MASTER}:#{TOPOLOGY["registry_port"]}"' in VAGRANTFILE
+    assert VAGRANTFILE.count("KOLLA_SALT_INSECURE_REGISTRY=#{REGISTRY} bash scripts/setup-host.sh") == 2
+    assert "KOLLA_SALT_INSECURE_REGISTRY" in (paths.REPO / "scripts" / "setup-host.sh").read_text()
+    assert "systemctl enable --now docker-registry" in VAGRANTFILE and "docker_registry_insecure: true" in VAGRANTFILE
     # Names and addresses come from the topology: none is written in the Vagrantfile.
     for host in lab.load_topology()["hosts"]:
         assert host["name"] not in VAGRANTFILE and host["address"] not in VAGRANTFILE

@@ -12,5 +12,8 @@ kolla-health-restart-{{ event.data.name }}:
     - args:
       - name: {{ event.data.name | json }}
       - incarnation: {{ event.data.incarnation | json }}
+      - verdict: {{ event.data.get('verdict', 'failing') | json }}
+      - certain: {{ event.data.get('certain', False) | json }}
+      - healthy_for: {{ event.data.get('healthy_for', 0) | json }}
 {%- endif %}
 {%- endfor %}
