@@ -12,9 +12,10 @@ import docker
 import yaml
 
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
-PORTS = {"memcached_port": 41211, "database_port": 43306, "rabbitmq_port": 45673, "rabbitmq_epmd_port": 44369,
-         "rabbitmq_dist_port": 46672, "keystone_public_port": 45000, "glance_api_port": 19292,
-         "placement_api_port": 18778}   # these two below the ephemeral ports (see tests/conftest.py)
+# Below the ephemeral ports, like the tests' (see tests/conftest.py), and apart from them.
+PORTS = {"memcached_port": 21211, "database_port": 13306, "rabbitmq_port": 13672, "rabbitmq_epmd_port": 14369,
+         "rabbitmq_dist_port": 16672, "keystone_public_port": 15000, "glance_api_port": 19292,
+         "placement_api_port": 18778}
 # As in tests/conftest.py: images of another namespace than kolla-salt (a branch under work).
 NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 

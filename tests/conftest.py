@@ -13,12 +13,12 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 
-# Ports far from the defaults so a deployment on this host never collides.
+# Ports far from the defaults so a deployment on this host never collides, and below
+# 32768: a port in Linux's ephemeral range (32768-60999) may be held for a moment by
+# some outgoing connection, and a server's bind to it then fails.
 TEST_PORTS = {
-    "memcached_port": 31211, "database_port": 33306, "rabbitmq_port": 35673,
-    "rabbitmq_epmd_port": 34369, "rabbitmq_dist_port": 36672, "keystone_public_port": 35000,
-    # Below 32768: a port in Linux's ephemeral range (32768-60999) may be held for a
-    # moment by some outgoing connection, and a server's bind to it then fails.
+    "memcached_port": 31211, "database_port": 23306, "rabbitmq_port": 23672,
+    "rabbitmq_epmd_port": 24369, "rabbitmq_dist_port": 26672, "keystone_public_port": 25000,
     "glance_api_port": 29292, "placement_api_port": 28778,
 }
 # Images of another namespace than the default (kolla-salt): a checkout whose images
