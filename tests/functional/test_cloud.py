@@ -242,18 +242,14 @@ def test_a_release_upgrade_of_glance_and_placement_keeps_their_data(cloud, docke
 def test_bad_input_is_refused_naming_the_key_before_anything_changes(cloud, docker_client):
     from conftest import TEST_PORTS
     before = started_at(docker_client, cloud)
-    cloud.write_globals(glance_api_port="9292x")
-    try:
-        proc = cloud.run("deploy", check=False)
-    finally:
-        cloud.write_globals(glance_api_port=TEST_PORTS["glance_api_port"])
-    assert proc.returncode == 2
-    assert "globals.yml: key 'glance_api_port' must be a whole number, got '9292x'" in proc.stderr, proc.stderr
-    cloud.write_globals(placement_api_port=70000)
-    try:
-        proc = cloud.run("validate", check=False)
-    finally:
-        cloud.write_globals(placement_api_port=TEST_PORTS["placement_api_port"])
-    assert proc.returncode == 2
-    assert "key 'placement_api_port' must be a port number (1-65535), got 70000" in proc.stderr, proc.stderr
+    for command, key, bad, problem in (("deploy", "glance_api_port", "9292x", "must be a whole number, got '9292x'"),
+                                       ("validate", "placement_api_port", 70000,
+                                        "must be a port number (1-65535), got 70000")):
+        cloud.write_globals(**{key: bad})
+        try:
+            proc = cloud.run(command, check=False)
+        finally:
+            cloud.write_globals(**{key: TEST_PORTS[key]})
+        assert proc.returncode == 2
+        assert f"globals.yml: key '{key}' {problem}" in proc.stderr, proc.stderr
     assert started_at(docker_client, cloud) == before
