@@ -21,18 +21,16 @@ Usage: .venv/bin/python benchmarks/false_restarts.py [--seconds N] [--pressure-l
 import argparse
 import socket
 import sys
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import docker
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration")]
-from common import PORTS, BenchEnv  # noqa: E402
+from common import PORTS, BenchEnv, Prober, keystone_answers, memcached_answers  # noqa: E402
 from kolla_salt import healthloop  # noqa: E402
-from kolla_salt.health import read_status  # noqa: E402
+from kolla_salt.health import read_json  # noqa: E402
 from kolla_salt.inventory import default_settings  # noqa: E402
 from health_helpers import host_load  # noqa: E402
 
@@ -54,38 +52,11 @@ def _exchange(port, send, expect):
 
 
 PROBES = {
-    "memcached": lambda: _exchange(PORTS["memcached_port"], b"version\r\n", b"VERSION"),
+    "memcached": lambda: memcached_answers(PORTS["memcached_port"], PROBE_TIMEOUT),
     "mariadb": lambda: _exchange(PORTS["database_port"], None, b""),            # the server's greeting
     "rabbitmq": lambda: _exchange(PORTS["rabbitmq_port"], b"AMQP\x00\x00\x09\x01", b"\x01\x00\x00"),  # Connection.Start
-    "keystone": lambda: urllib.request.urlopen(
-        f"http://127.0.0.1:{PORTS['keystone_public_port']}/v3", timeout=PROBE_TIMEOUT).status == 200,
+    "keystone": lambda: keystone_answers(PORTS["keystone_public_port"], PROBE_TIMEOUT),
 }
-
-
-class Client(threading.Thread):
-    """Asks one service every PROBE_EVERY s; keeps the times of its answers."""
-
-    def __init__(self, name):
-        super().__init__(daemon=True)
-        self.name, self.answers, self.errors, self.stop = name, [], 0, threading.Event()
-
-    def run(self):
-        while not self.stop.is_set():
-            began = time.monotonic()
-            try:
-                ok = PROBES[self.name]()
-            except Exception:
-                ok = False
-            if ok:
-                self.answers.append(time.monotonic())
-            else:
-                self.errors += 1
-            self.stop.wait(max(0.0, PROBE_EVERY - (time.monotonic() - began)))
-
-    def longest_wait(self, start, end):
-        """The longest time without an answer within [start, end]."""
-        times = [start] + [t for t in self.answers if start < t < end] + [end]
-        return max(b - a for a, b in zip(times, times[1:]))
 
 
 def started_at(client, prefix):
@@ -112,7 +83,7 @@ def main():
         tap = healthloop.EventTap(settings)
         time.sleep(settings["health_check_interval"] * 2)   # the loop has seen every container pass
         before = started_at(client, env.prefix)
-        clients = {name: Client(name) for name in PROBES}
+        clients = {name: Prober(probe, PROBE_EVERY) for name, probe in PROBES.items()}
         for probe in clients.values():
             probe.start()
         time.sleep(5)
@@ -123,7 +94,7 @@ def main():
         end = time.monotonic()
         time.sleep(5)
         for probe in clients.values():
-            probe.stop.set()
+            probe.stop()
         after = started_at(client, env.prefix)
         restarted = sorted(name for name in before if after.get(name) != before[name])
         reported = sorted({tag.split("/", 3)[-1] for at, tag, _ in tap.events
@@ -132,14 +103,14 @@ def main():
         print(f"containers restarted: {len(restarted)} {restarted} (goal 0)")
         print(f"health loop actions: {actions or 'none'}")
         print(f"health loop reports: {reported or 'none'}")
-        seen = read_status(healthloop.status_file(settings))
+        seen = read_json(healthloop.status_file(settings))
         print("checks judged slow (load, not counted): " +
               ", ".join(f"{name.removeprefix(env.prefix)} {s['slow_checks']}" for name, s in seen.items()))
         for name, probe in clients.items():
-            print(f"{name:10} longest time without an answer: {probe.longest_wait(start, end):5.1f} s "
-                  f"({len([t for t in probe.answers if start < t < end])} answers, {probe.errors} failed probes)")
-        worst = max(clients.items(), key=lambda item: item[1].longest_wait(start, end))
-        print(f"longest unavailability: {worst[1].longest_wait(start, end):.1f} s ({worst[0]})")
+            print(f"{name:10} longest time without an answer: {probe.longest_gap(start, end):5.1f} s "
+                  f"({len([t for t in probe.answers if start < t < end])} answers, {probe.failed} failed probes)")
+        worst = max(clients.items(), key=lambda item: item[1].longest_gap(start, end))
+        print(f"longest unavailability: {worst[1].longest_gap(start, end):.1f} s ({worst[0]})")
     finally:
         if tap:
             tap.close()

@@ -18,13 +18,12 @@ at the end). Usage: .venv/bin/python benchmarks/release_upgrade_outage.py [--hel
 import argparse
 import io
 import json
-import threading
 import time
 import urllib.request
 
 import docker
 
-from common import BenchEnv
+from common import BenchEnv, Prober
 from kolla_salt.build import discover
 from kolla_salt.spec import LABEL_RELEASE
 
@@ -32,32 +31,17 @@ NAMESPACE = "kolla-bench"
 SERVICE_IMAGES = sorted(set(discover()) - {"base"})   # every image a service or job runs
 
 
-class TokenClient(threading.Thread):
-    def __init__(self, port, password, max_requests):
-        super().__init__(daemon=True)
-        self.url = f"http://127.0.0.1:{port}/v3/auth/tokens"
-        self.body = json.dumps({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-            "name": "admin", "domain": {"id": "default"}, "password": password}}}}}).encode()
-        self.max_requests, self.stop_flag = max_requests, threading.Event()
-        self.tokens, self.failed, self.requests = [], 0, 0
+def token_request(port, password):
+    """A probe: whether keystone issues the admin a token."""
+    url = f"http://127.0.0.1:{port}/v3/auth/tokens"
+    body = json.dumps({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": "admin", "domain": {"id": "default"}, "password": password}}}}}).encode()
 
-    def run(self):
-        while not self.stop_flag.is_set() and self.requests < self.max_requests:
-            self.requests += 1
-            try:
-                request = urllib.request.Request(self.url, self.body, {"Content-Type": "application/json"})
-                with urllib.request.urlopen(request, timeout=5) as answer:
-                    ok = answer.status == 201
-            except OSError:
-                ok = False
-            if ok:
-                self.tokens.append(time.monotonic())
-            else:
-                self.failed += 1
-            time.sleep(0.1)
-
-    def longest_gap(self):
-        return max((b - a for a, b in zip(self.tokens, self.tokens[1:])), default=float("inf"))
+    def probe():
+        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status == 201
+    return probe
 
 
 def tag_images(client, release, next_release, distinct):
@@ -84,16 +68,15 @@ def measure(case, release, next_release, max_requests):
     try:
         env.run("deploy")
         password = env.passwords()["keystone_admin_password"]
-        tokens = TokenClient(env.globals["keystone_public_port"], password, max_requests)
+        tokens = Prober(token_request(env.globals["keystone_public_port"], password), 0.1, limit=max_requests)
         tokens.start()
         time.sleep(1)
         started = time.monotonic()
         env.run("upgrade", "--release", next_release)
         took = time.monotonic() - started
         time.sleep(2)
-        tokens.stop_flag.set()
-        tokens.join()
-        print(f"{case:9} upgrade {took:5.1f} s: {tokens.requests} token requests, {tokens.failed} failed, "
+        tokens.stop()
+        print(f"{case:9} upgrade {took:5.1f} s: {tokens.calls} token requests, {tokens.failed} failed, "
               f"longest gap {tokens.longest_gap() * 1000:.0f} ms", flush=True)
         return tokens.failed, tokens.longest_gap()
     finally:

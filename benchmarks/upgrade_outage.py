@@ -12,51 +12,17 @@ Usage: .venv/bin/python benchmarks/upgrade_outage.py [--help] [--rounds N] [--se
 """
 import argparse
 import io
-import socket
-import threading
 import time
-import urllib.request
 
 import docker
 
-from common import BenchEnv
+from common import BenchEnv, Prober, keystone_answers, memcached_answers
 
 INTERVAL = 0.02
 
 
-def memcached_ok(port):
-    with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
-        conn.sendall(b"version\r\n")
-        return conn.recv(100).startswith(b"VERSION")
-
-
-def keystone_ok(port):
-    return urllib.request.urlopen(f"http://127.0.0.1:{port}/v3", timeout=1).status == 200
-
-
-class Prober(threading.Thread):
-    def __init__(self, probe):
-        super().__init__(daemon=True)
-        self.probe, self.stop_flag, self.answers, self.failed = probe, threading.Event(), [], 0
-
-    def run(self):
-        while not self.stop_flag.is_set():
-            try:
-                ok = self.probe()
-            except OSError:
-                ok = False
-            if ok:
-                self.answers.append(time.monotonic())
-            else:
-                self.failed += 1
-            time.sleep(INTERVAL)
-
-    def longest_gap(self):
-        return max((b - a for a, b in zip(self.answers, self.answers[1:])), default=float("inf"))
-
-
 def measure(probe, replace):
-    prober = Prober(probe)
+    prober = Prober(probe, INTERVAL)
     prober.start()
     time.sleep(0.5)
     replace()
@@ -65,8 +31,7 @@ def measure(probe, replace):
     while time.monotonic() < deadline and not any(t > mark for t in prober.answers):
         time.sleep(INTERVAL)
     time.sleep(0.5)
-    prober.stop_flag.set()
-    prober.join()
+    prober.stop()
     return prober.longest_gap(), prober.failed
 
 
@@ -96,8 +61,8 @@ def main():
     try:
         env.run("build", "mariadb", "memcached", "keystone", "toolbox")
         env.run("deploy")
-        probes = {"memcached": lambda: memcached_ok(env.globals["memcached_port"]),
-                  "keystone": lambda: keystone_ok(env.globals["keystone_public_port"])}
+        probes = {"memcached": lambda: memcached_answers(env.globals["memcached_port"], 0.5),
+                  "keystone": lambda: keystone_answers(env.globals["keystone_public_port"])}
         for service in args.services.split(","):
             probe, name = probes[service], env.prefix + service
             # Every round upgrades to a new image (a label on the built one): the

@@ -655,7 +655,7 @@ def cmd_destroy(args):
     """Removes this deployment's containers (history says so: `rollback` can still
     return to what ran); volumes only when asked. pins.yml is declared state and stays."""
     from .containers import ContainerManager
-    from .generations import History, recorded_names
+    from .generations import recorded_names
     from .spec import LABEL_JOB
     client = _client()
     settings = _settings(args)
@@ -684,7 +684,7 @@ def cmd_destroy(args):
     # A container removed by hand before (docker rm) still has a running generation in history.
     for name in recorded_names(settings["kolla_state_directory"]):
         if name.startswith(prefix) and manager.get(name) is None:
-            History(settings["kolla_state_directory"], name).set_removed()
+            manager.history(name).set_removed()
     if args.remove_volumes:
         for name in volumes:
             client.volumes.get(name).remove()
@@ -716,8 +716,8 @@ def build_parser():
     through = parser.add_mutually_exclusive_group()
     through.add_argument("--master", metavar="DIR",
                          help="act on every host through the salt-master whose config folder is DIR "
-                              "(deploy, reconfigure, upgrade, status, logs HOST:CONTAINER, rollback "
-                              "HOST:CONTAINER); the operator folder is its kolla_config_dir")
+                              f"({', '.join(THROUGH_MASTER)}; logs and rollback take HOST:CONTAINER); "
+                              "the operator folder is its kolla_config_dir")
     through.add_argument("--lab", metavar="NAME", help="the same through the master of the lab NAME (`kolla-salt lab`)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

@@ -65,6 +65,16 @@ def run_check(container, spec):
     return result.exit_code == 0, (result.output or b"").decode(errors="replace").strip()[-500:]
 
 
+def current_entries(client, prefix=""):
+    """(name, listing entry) of each current managed container (not a kept-aside
+    generation `<name>.gen<N>`) whose name starts with `prefix`, from one cheap
+    listing (client.api.containers: labels, names, state, status, image id)."""
+    for entry in client.api.containers(all=True, filters={"label": LABEL_NAME}):
+        name = (entry.get("Labels") or {}).get(LABEL_NAME, "")
+        if name.startswith(prefix) and f"/{name}" in entry.get("Names", []):
+            yield name, entry
+
+
 def managed_containers(client, prefix="", running_only=False):
     """The managed containers of one deployment (kolla.name starts with `prefix`),
     current and kept-aside generations."""

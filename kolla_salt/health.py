@@ -29,8 +29,8 @@ forever. The loop has two halves, both here so they are testable without Salt:
   past the cap gives up: that incarnation is left as it is (for an operator
   to look at, still watched) and the give-up is announced once; a container
   that then passes for a whole window starts afresh. `handle_unhealthy`
-  spares a stateful container without a certain hang and holds a cluster
-  member while another is down. The bookkeeping lives in a small JSON file
+  holds a cluster member while another member on this engine is down (a
+  stateful container is reported unhealthy only on a certain hang: above). The bookkeeping lives in a small JSON file
   under the state folder (`RestartLedger`) because reactions run in processes
   that do not share memory and may run concurrently.
 """
@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 import docker.errors
 
+from .containers import current_entries
 from .generations import History
 from .hostsignals import pressure_between, process_table, read_pressure, service_sample
 from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET, declared_spec
@@ -69,7 +70,7 @@ class Watched:
     set_path: str = ""
     pid: int = 0             # State.Pid: its service processes are this one's descendants
     stateful: bool = False   # the spec's `stateful`: restarted only on a certain hang
-    cluster: str = ""        # the spec's `cluster`: never two members restarted at once
+    cluster: str = ""        # the spec's `cluster`: never two members on this engine restarted at once
 
     @property
     def incarnation(self):
@@ -117,12 +118,7 @@ def watched_from_container(container, prefix=""):
 def managed_names(client, prefix=""):
     """{managed name: state} of the current (not kept-aside) managed containers,
     from one cheap listing."""
-    names = {}
-    for entry in client.api.containers(all=True, filters={"label": LABEL_NAME}):
-        name = (entry.get("Labels") or {}).get(LABEL_NAME, "")
-        if name.startswith(prefix) and f"/{name}" in entry.get("Names", []):
-            names[name] = entry.get("State", "")
-    return names
+    return {name: entry.get("State", "") for name, entry in current_entries(client, prefix)}
 
 
 def watched_containers(client, names):
@@ -160,7 +156,7 @@ class Evidence:
     ticks: int | None = None          # ... and when it ended
     psi_before: dict = field(default_factory=dict)   # PSI totals then (hostsignals.read_pressure)
     psi: dict = field(default_factory=dict)
-    pressure: float = 0.0        # the host's pressure during the check (0..1)
+    pressure: float | None = None   # the host's pressure during the check (0..1); None: unknown
 
 
 # Passes come on Salt's 1 s loop ticks, a few ms late or early: a check whose
@@ -306,7 +302,8 @@ def judge(result, evidence, usual, pressure_limit):
     if evidence.stopped:
         return "hung"
     took_long = result.timed_out or result.duration >= max(2 * usual, 1.0)
-    if evidence.pressure >= pressure_limit and (took_long or _progressed(evidence)) or took_long and evidence.io_wait:
+    loaded = evidence.pressure is not None and evidence.pressure >= pressure_limit
+    if loaded and (took_long or _progressed(evidence)) or took_long and evidence.io_wait:
         return "slow"
     return "failed"
 
@@ -334,6 +331,7 @@ class _Track:
     slows: int = 0               # slow checks since it last passed
     slow_checks: int = 0         # slow checks since the loop started (status: how often load was the reason)
     streak: tuple | None = None  # (time, ticks, psi) when the first failing check of a streak started
+    streak_answered: bool = False   # a failing check of the streak answered (did not time out)
     healthy_since: float = 0.0   # when it last began to pass
     detail: str = ""
     since: float = 0.0
@@ -404,6 +402,7 @@ class HealthTracker:
             return []
         if track.streak is None:
             track.streak = (now - result.duration, evidence.ticks_before, evidence.psi_before)
+            track.streak_answered = False
         if verdict == "hung":
             return self._unhealthy(item, track, result, now, HUNG)
         up_for = now - item.started_epoch()
@@ -421,6 +420,7 @@ class HealthTracker:
             return []
         track.slow = False
         track.failures += 1
+        track.streak_answered = track.streak_answered or not result.timed_out
         if self._stalled(track, evidence, now):
             return self._unhealthy(item, track, result, now, "stalled")
         if track.failures < self.threshold:
@@ -434,11 +434,15 @@ class HealthTracker:
 
     def _stalled(self, track, evidence, now):
         """No CPU progress at all since the failing streak began, for `stall_window`
-        seconds, on a host not under pressure: a deadlock, not load."""
+        seconds, every check of it timed out, on a host known not to be under
+        pressure: a deadlock, not load. (A check that fails fast never reached an
+        idle service, which spends no CPU time either: a broken check, say.)"""
         began, ticks, psi = track.streak
         span = now - began
+        pressure = pressure_between(psi, evidence.psi, span)
         return (ticks is not None and evidence.ticks == ticks and span >= self.stall_window
-                and not evidence.io_wait and pressure_between(psi, evidence.psi, span) < self.pressure_limit)
+                and not track.streak_answered and not evidence.io_wait
+                and pressure is not None and pressure < self.pressure_limit)
 
     def _unhealthy(self, item, track, result, now, verdict):
         if track.status != UNHEALTHY or track.reported != item.incarnation:
@@ -530,8 +534,9 @@ def read_text(path):
         return None
 
 
-def read_status(path):
-    """What the beacon last wrote to its status file ({} when none)."""
+def read_json(path):
+    """What a JSON file of the loop holds ({} when none or unreadable): the beacon's
+    status file, the restart ledger."""
     try:
         return json.loads(read_text(path) or "{}")
     except ValueError:
@@ -618,9 +623,10 @@ class RestartPolicy:
 
     def current(self, record, healthy_for):
         """The record that still counts: a container that passed its check for a
-        whole window since its last trouble starts afresh (even one given up on)."""
-        if healthy_for >= self.window and (record.get("restarts") or record.get("gave_up")):
-            return {**record, "restarts": [], "gave_up": None}
+        whole window since its last trouble is no longer given up on (its restarts
+        are older than the window then, so they no longer count anyway)."""
+        if healthy_for >= self.window and record.get("gave_up"):
+            return {**record, "gave_up": None}
         return record
 
     def apply(self, record, decision, incarnation, now, healthy_for=0.0):
@@ -686,21 +692,14 @@ class RestartLedger:
                 os.unlink(self.pause_file)
 
     def read(self):
-        try:
-            with open(self.path) as f:
-                return json.load(f)
-        except (FileNotFoundError, ValueError):
-            return {}
+        return read_json(self.path)
 
     @contextlib.contextmanager
     def update(self):
         with _exclusive(self.path + ".lock"):
             records = self.read()
             yield records
-            tmp = f"{self.path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
-                json.dump(records, f, indent=1, sort_keys=True)
-            os.replace(tmp, self.path)
+            write_json(self.path, records)
 
 
 @contextlib.contextmanager
@@ -713,23 +712,23 @@ def _exclusive(lock_path):
 
 
 def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", stop_timeout=2, now=None,
-                     verdict="failing", certain=False, healthy_for=0.0, state_dir=None):
+                     verdict="failing", healthy_for=0.0, state_dir=None):
     """Restarts container `name` if the policy allows; returns what happened as a
-    dict with 'action': restarted | wait | held | spared | gave-up | left-alone | stale | ignored.
+    dict with 'action': restarted | wait | held | gave-up | left-alone | stale | ignored.
 
     `incarnation` is the one the beacon reported: if the container was
-    restarted since (the event is old), nothing is done. `verdict`, `certain`
-    and `healthy_for` are the beacon's (HealthTracker): a stateful container is
-    restarted only on a certain hang (`spared` otherwise), a member of a
-    cluster not while another member is down (`held`), and a process that is
+    restarted since (the event is old), nothing is done. `verdict` and
+    `healthy_for` are the beacon's (HealthTracker, which reports a stateful
+    container unhealthy only on a certain hang): a member of a cluster is not
+    restarted while another member is down (`held`), and a process that is
     stopped (`hung`) is killed at once: it could not act on SIGTERM. A
     restart is written to the generation's history under `state_dir`."""
     now = time.time() if now is None else now
-    pauser = ledger.paused_by()
-    if pauser:
-        return {"name": name, "action": "ignored",
-                "reason": f"a deploy, upgrade or rollback (pid {pauser}) is replacing containers"}
     with ledger.acting_on(name):
+        pauser = ledger.paused_by()   # looked at under the lock: a swap may have begun while we waited
+        if pauser:
+            return {"name": name, "action": "ignored",
+                    "reason": f"a deploy, upgrade or rollback (pid {pauser}) is replacing containers"}
         try:
             container = client.containers.get(name)
         except docker.errors.NotFound:
@@ -742,9 +741,6 @@ def handle_unhealthy(client, ledger, policy, name, incarnation=None, prefix="", 
             return {"name": name, "action": "stale", "reason": f"restarted since the report ({item.incarnation})"}
         result = {"name": name, "container": container.id[:12], "incarnation": item.incarnation,
                   "verdict": verdict, "cap": policy.cap, "window": policy.window}
-        if item.stateful and not certain:
-            return {**result, "action": "spared",
-                    "reason": "stateful: restarted only on a certain hang (a stopped or stalled process)"}
         # One member of a cluster at a time: the lock orders the reactions, the
         # check sees a member still down or starting after its own restart.
         with ledger.acting_on(f"cluster.{item.cluster}") if item.cluster else contextlib.nullcontext():
@@ -779,11 +775,8 @@ def cluster_members_down(client, item, prefix=""):
     are not running or whose Docker health is not `healthy` (starting after a
     restart, unhealthy)."""
     down = []
-    for entry in client.api.containers(all=True, filters={"label": LABEL_NAME}):
-        name = (entry.get("Labels") or {}).get(LABEL_NAME, "")
-        if name == item.name or not name.startswith(prefix) or f"/{name}" not in entry.get("Names", []):
-            continue
-        if declared_spec(entry.get("Labels")).get("cluster") != item.cluster:
+    for name, entry in current_entries(client, prefix):
+        if name == item.name or declared_spec(entry.get("Labels")).get("cluster") != item.cluster:
             continue
         status = entry.get("Status", "")   # "Up 3 minutes (healthy)"
         if entry.get("State") != "running" or "(healthy)" not in status and "(" in status:

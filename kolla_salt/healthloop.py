@@ -58,16 +58,20 @@ def _sock_dir(root):
     return Path(tempfile.gettempdir()) / f"kolla-health-{digest}"
 
 
-CODE_FILES = ("kolla_salt/health.py", "kolla_salt/hostsignals.py", "kolla_salt/generations.py", "salt/_beacons/kolla_health.py", "salt/_modules/kolla_health.py",
-              "salt/reactor/kolla_health/masterless.sls")
+def code_files():
+    """The loop's code: the library (whatever health.py imports, now or later) and its
+    Salt adapters."""
+    return sorted((paths.REPO / "kolla_salt").glob("*.py")) + [
+        paths.REPO / "salt" / "_beacons" / "kolla_health.py", paths.REPO / "salt" / "_modules" / "kolla_health.py",
+        paths.REPO / "salt" / "reactor" / "kolla_health" / "masterless.sls"]
 
 
 def code_version():
     """Hash of the loop's code: part of the daemon's config, so that a deploy of
     changed code restarts the daemon (it loads its modules once)."""
     digest = hashlib.sha256()
-    for name in CODE_FILES:
-        digest.update((paths.REPO / name).read_bytes())
+    for path in code_files():
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 

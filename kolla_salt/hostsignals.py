@@ -79,8 +79,8 @@ def read_pressure(root="/proc"):
 
 def pressure_between(before, after, seconds):
     """The highest share (0..1) of `seconds` during which some task waited for CPU,
-    I/O or memory, from two read_pressure totals. PSI's own avg10 lags by up to
+    I/O or memory, from two read_pressure totals; None when unknown. PSI's own avg10 lags by up to
     10 s; the difference of totals is exact for the window that matters (a check's)."""
     if not before or not after or seconds <= 0:
-        return 0.0
+        return None      # unknown (no PSI): never taken for a calm host
     return max((after[r] - before[r]) / 1e6 / seconds for r in after if r in before)

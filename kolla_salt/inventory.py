@@ -395,7 +395,13 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 problems.extend(error.problems)
             entry["containers"].append({"spec": spec_data, "files": rendered,
                                         "pin": pins.generation_of(spec_data["name"], minion_id)})
-        for jname, job in (definition.get("jobs") or {}).items():
+        jobs = dict(definition.get("jobs") or {})
+        if definition.get("register") is not None:   # a job derived from the folder's register: block
+            derived, found = registration_job(service, definition["register"], renderer.settings, passwords, host,
+                                              f"{where}: register")
+            problems.extend(found)
+            jobs.update(derived)
+        for jname, job in jobs.items():
             jwhere = f"{where}: jobs.{jname}"
             job = dict(job)
             config_from = job.pop("config_from", None)
@@ -409,17 +415,6 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             except ValidationError as error:
                 problems.extend(error.problems)
             entry["post_jobs" if after_containers else "jobs"].append(job)
-        if definition.get("register") is not None:
-            job, found = registration_job(service, definition["register"], renderer.settings, passwords, host,
-                                          f"{where}: register")
-            problems.extend(found)
-            if job is not None:
-                job.update(image=renderer.image(job["image"]), set_path=set_path, restart_policy="no")
-                try:
-                    ContainerSpec.from_dict(job, f"{where}: register (its job)")
-                except ValidationError as error:
-                    problems.extend(error.problems)
-                entry["jobs"].append(job)
         for name in sorted(set(overrides) - used_overrides):
             problems.append(f"{overrides[name]}: {service} has no config file '{name}' "
                             f"(it has: {', '.join(sorted({c['template'].removesuffix('.j2') for cn in (definition.get('containers') or {}).values() for c in cn.get('config_files', [])})) or 'none'})")
@@ -434,8 +429,9 @@ REGISTER_REASON = "reaches keystone on the host's API address (docs/design.md: h
 
 
 def registration_job(service, block, settings, passwords, host, where):
-    """(job, problems): the job that registers `service` with keystone, derived from
-    the `register:` block of its folder (docs/design.md: keystone registration):
+    """({job name: job}, problems): the job that registers `service` with keystone, in
+    the form of a folder's `jobs:` (the renderer treats it as one), derived from the
+    `register:` block of its folder (docs/design.md: keystone registration):
 
         register:
           service: {name: glance, type: image, description: OpenStack Image}
@@ -465,7 +461,7 @@ def registration_job(service, block, settings, passwords, host, where):
         return value
 
     if not isinstance(block, dict):
-        return None, [f"{where}: expected a mapping with service, endpoints and user"]
+        return {}, [f"{where}: expected a mapping with service, endpoints and user"]
     for unknown in sorted(set(block) - {"service", "endpoints", "user"}):
         problems.append(f"{where}.{unknown}: unknown key (known: endpoints, service, user)")
     declared_service = mapping("service", ("name", "type", "description"))
@@ -493,7 +489,7 @@ def registration_job(service, block, settings, passwords, host, where):
         problems.append(f"{where}: {service} registers with keystone, but globals.yml key "
                         "'enable_keystone' is false")
     if problems:
-        return None, problems
+        return {}, problems
     registration = {"service": {"name": name, "type": kind, "description": description},
                     "endpoints": dict(sorted(endpoints.items())),
                     "user": {"name": user_name, "project": project, "roles": roles}}
@@ -506,12 +502,11 @@ def registration_job(service, block, settings, passwords, host, where):
         "KOLLA_REGISTRATION": json.dumps(registration, sort_keys=True),
         "KOLLA_SERVICE_PASSWORD": passwords[password_key],
     }
-    prefix = settings["container_name_prefix"]
-    return {"name": f"{prefix}{service}_keystone_register", "image": "toolbox",
-            "command": ["kolla_keystone_register"], "environment": environment,
-            # keystone's data is in the database: a new database volume registers again
-            "fills": [f"{prefix}mariadb"],
-            "host_namespaces": ["net"], "reasons": {"net": REGISTER_REASON}}, []
+    return {f"{service}_keystone_register": {
+        "image": "toolbox", "command": ["kolla_keystone_register"], "environment": environment,
+        # keystone's data is in the database: a new database volume registers again
+        "fills": [f"{settings['container_name_prefix']}mariadb"],
+        "host_namespaces": ["net"], "reasons": {"net": REGISTER_REASON}}}, []
 
 
 def service_specs(service):

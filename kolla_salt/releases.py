@@ -35,12 +35,10 @@ def running_releases(client):
     images whose content depends on the release carry the label)."""
     import docker.errors
 
-    from .spec import LABEL_NAME, LABEL_RELEASE
+    from .containers import current_entries
+    from .spec import LABEL_RELEASE
     images, found = {}, {}
-    for entry in client.api.containers(all=True, filters={"label": LABEL_NAME}):
-        name = entry["Labels"][LABEL_NAME]
-        if f"/{name}" not in entry.get("Names", []):
-            continue    # a kept-aside generation
+    for name, entry in current_entries(client):
         if entry["ImageID"] not in images:
             try:
                 labels = client.api.inspect_image(entry["ImageID"])["Config"].get("Labels") or {}

@@ -94,7 +94,8 @@ class ContainerSpec:
     fills: tuple = ()
     # The health loop (kolla_salt.health): a stateful container (a database, a
     # broker) is restarted only on a certain hang, never because it is slow;
-    # members of one cluster (same key, on any host) are never restarted two at once.
+    # members of one cluster (same key) on one engine are never restarted two at once
+    # (across hosts: not yet, docs/design.md).
     stateful: bool = False
     cluster: str = ""
 

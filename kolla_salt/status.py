@@ -34,12 +34,14 @@ def collect(client, settings):
 def health_loop(settings):
     """Whether this host's health loop runs, and per container its restarts and
     what its beacon last judged (healthy, failing, slow, unhealthy: health.HealthTracker)."""
-    from .health import read_status
+    from .health import read_json
     pid = healthloop.running_pid(settings)
     restarts = {name: {"restarts": len(record.get("restarts", [])), "gave_up": bool(record.get("gave_up"))}
                 for name, record in healthloop.ledger(settings).read().items()}
-    if pid is not None:   # a stopped loop's last judgement is not news
-        for name, seen in read_status(healthloop.status_file(settings)).items():
+    # The beacon writes the file in this host's health daemon, or in its salt-minion
+    # under a master (no daemon then); a judgement of an earlier incarnation is not shown.
+    if settings["enable_health_loop"]:
+        for name, seen in read_json(healthloop.status_file(settings)).items():
             restarts.setdefault(name, {"restarts": 0, "gave_up": False}).update(
                 state=seen["status"], detail=seen.get("detail", ""), incarnation=seen.get("incarnation", ""))
     return {"running": pid is not None, "pid": pid, "enabled": settings["enable_health_loop"],

@@ -69,10 +69,11 @@ class KollaEnv:
                                  f"{proc.stdout}\n{proc.stderr}")
         return proc
 
-    def openstack(self, *args):
-        """The real python-openstackclient, as the admin of this cloud (clouds.yaml)."""
+    def openstack(self, *args, values=True):
+        """The real python-openstackclient, as the admin of this cloud (clouds.yaml);
+        `values`: ask for bare values (`-f value`; commands that print nothing take no -f)."""
         proc = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
-                               *args, "-f", "value"], capture_output=True, text=True, timeout=120,
+                               *args, *(["-f", "value"] if values else [])], capture_output=True, text=True, timeout=120,
                               env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(self.config_dir / "clouds.yaml")})
         assert proc.returncode == 0, proc.stderr
         return proc.stdout

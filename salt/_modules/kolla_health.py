@@ -6,7 +6,6 @@ within the cap/backoff of kolla_salt.health.RestartPolicy, and announces:
     kolla/health/<name>/restarted   it was restarted (`docker restart -t <stop_timeout>`)
     kolla/health/<name>/gave-up     the cap was reached; the container is left as it is (still watched)
     kolla/health/<name>/held        a member of its cluster is down: not now
-    kolla/health/<name>/spared      stateful and not certainly hung: not restarted
 
 Reactor SLS files get no pillar, so the policy comes from the minion that
 runs this module: its options (the all-in-one daemon, kolla_salt.healthloop)
@@ -56,16 +55,16 @@ def _policy(conf):
                                 backoff=conf["restart_backoff"])
 
 
-def restart(name, incarnation=None, verdict="failing", certain=False, healthy_for=0.0):
-    """Restarts container NAME unless the policy says wait, hold, spare or give up
+def restart(name, incarnation=None, verdict="failing", healthy_for=0.0):
+    """Restarts container NAME unless the policy says wait, hold or give up
     (arguments: the beacon's `unhealthy` event); fires kolla/health/NAME/<action>
-    for restarted, gave-up, held and spared. Returns the decision (action:
-    restarted, wait, held, spared, gave-up, left-alone, stale, ignored)."""
+    for restarted, gave-up and held. Returns the decision (action: restarted,
+    wait, held, gave-up, left-alone, stale, ignored)."""
     conf = _conf()
     result = health.handle_unhealthy(
         docker.from_env(timeout=120), health.RestartLedger(conf["state_file"]),
         _policy(conf), name, incarnation=incarnation, prefix=conf["prefix"], stop_timeout=conf["stop_timeout"],
-        verdict=verdict, certain=bool(certain), healthy_for=float(healthy_for or 0), state_dir=conf.get("state_dir"))
-    if result["action"] in ("restarted", "gave-up", "held", "spared"):
+        verdict=verdict, healthy_for=float(healthy_for or 0), state_dir=conf.get("state_dir"))
+    if result["action"] in ("restarted", "gave-up", "held"):
         __salt__["event.send"](f"kolla/health/{name}/{result['action']}", result)
     return result

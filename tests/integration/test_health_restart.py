@@ -158,7 +158,7 @@ def test_a_stateful_service_is_not_restarted_for_failing_checks_only_for_a_certa
     wait_until(lambda: bus.tags(f"{spec.name}/failing"), 30, what="the beacon's failing event")
     wait_until(lambda: health_loop(settings)["restarts"].get(spec.name, {}).get("state") == "failing", 10,
                what="status reporting it failing")
-    time.sleep(5)
+    time.sleep(settings["health_stall_window"] + 3)   # past the stall window: failing fast is no stall
     assert incarnation(container) == before and not bus.tags(f"{spec.name}/unhealthy")
 
     freeze_service(container)

@@ -2,8 +2,11 @@
 import os
 import shutil
 
+import pytest
+
 from kolla_salt import paths
-from kolla_salt.build import Builder
+from kolla_salt.build import Builder, discover
+from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import default_settings
 
 
@@ -39,3 +42,12 @@ def test_a_registry_prefixes_image_references_and_marks_them_pulled():
     assert image_ref(settings, "keystone") == "198.18.0.1:5000/kolla-salt/keystone:2026.1-source"
     assert from_registry(image_ref(settings, "keystone"))
     assert from_registry("registry.example.org/kolla/keystone:1") and from_registry("localhost/kolla/keystone:1")
+
+
+def test_an_image_is_built_only_as_the_install_types_its_folder_names():
+    """images/<name>/image.yml `install_types`: glance has no binary (Debian) image."""
+    assert discover()["keystone"].install_types == ("binary", "source")
+    builder = Builder.__new__(Builder)   # no engine: a named image refused before any build
+    builder.images, builder.settings = discover(), {"kolla_install_type": "binary"}
+    with pytest.raises(ValidationError, match="images/glance/image.yml: the glance image is built only as source"):
+        builder.build(["glance"])

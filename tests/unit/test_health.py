@@ -1,5 +1,6 @@
 """The health loop's pure logic: debouncing checks into change events, and the
 restart policy (cap per window, doubling backoff, give-up once)."""
+import dataclasses
 import json
 import threading
 from types import SimpleNamespace
@@ -434,10 +435,24 @@ def test_no_cpu_progress_over_the_stall_window_on_a_calm_host_is_a_certain_hang(
     # the same stillness while the host is loaded (80 % of the time stalled) is not certain
     loaded = {"cpu": 12_000_000, "io": 0, "memory": 0}
     tracker = HealthTracker(threshold=100, remind=0, stall_window=10, pressure_limit=0.2)
-    still = [(FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=calm)),
-             (FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded)),
-             (FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded))]
+    still = [(timed_out(5), health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=calm)),
+             (timed_out(5), health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded)),
+             (timed_out(5), health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=loaded))]
     assert observe_all(tracker, still, step=5.0) == []
+    # ... and on a host without PSI, where the load is unknown
+    tracker = HealthTracker(threshold=100, remind=0, stall_window=10, pressure_limit=0.2)
+    assert observe_all(tracker, [(timed_out(5), health.Evidence(ticks_before=40, ticks=40))] * 3, step=5.0) == []
+
+
+def test_an_idle_service_whose_check_fails_fast_is_not_stalled():
+    """A check that answers (a broken script, bad credentials) never reached the
+    service, which spends no CPU time while idle: no proof of a deadlock, so a
+    stateful container is not restarted however long it lasts."""
+    tracker = HealthTracker(threshold=3, remind=0, stall_window=10, pressure_limit=0.2)
+    calm = {"cpu": 0, "io": 0, "memory": 0}
+    idle = [(FAIL, health.Evidence(ticks_before=40, ticks=40, psi_before=calm, psi=calm))] * 30
+    events = observe_all(tracker, idle, dataclasses.replace(item(), stateful=True), step=1.0)
+    assert [tag for _, tag, _ in events] == ["memcached/failing"]
 
 
 def test_a_container_that_never_passed_and_is_busy_starting_is_given_time():
@@ -476,7 +491,7 @@ def test_the_status_snapshot_says_what_the_beacon_knows(tmp_path):
     observe_all(tracker, [(timed_out(), health.Evidence(**LOADED))], item("b"))
     path = tmp_path / "health" / "status.json"
     health.write_json(path, tracker.snapshot())
-    seen = health.read_status(path)
+    seen = health.read_json(path)
     assert {name: s["status"] for name, s in seen.items()} == {"a": "healthy", "b": "slow"}
 
 
@@ -506,12 +521,10 @@ class FakeEngine(FakeClient):
         return self.by_name[name]
 
 
-def test_a_stateful_container_is_restarted_only_on_a_certain_hang_and_then_killed_at_once(tmp_path):
+def test_a_hung_container_is_killed_at_once(tmp_path):
     rabbit = stateful_container("kst-rabbitmq")
     engine, ledger, policy = FakeEngine(rabbit), RestartLedger(tmp_path / "restarts.json"), RestartPolicy()
-    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq", verdict="failing", certain=False)
-    assert result["action"] == "spared" and rabbit.restarts == []
-    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq", verdict="hung", certain=True)
+    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq", verdict="hung")
     assert result["action"] == "restarted" and rabbit.restarts == [0]   # a stopped process gets SIGKILL
 
 
@@ -520,10 +533,10 @@ def test_a_cluster_member_is_not_restarted_while_another_member_is_down(tmp_path
     second = stateful_container("kst-rabbitmq-2", health_status="health: starting")
     other = stateful_container("kst-mariadb", cluster="kst-mariadb", health_status="unhealthy")
     engine, ledger, policy = FakeEngine(first, second, other), RestartLedger(tmp_path / "r.json"), RestartPolicy()
-    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq-1", verdict="hung", certain=True)
+    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq-1", verdict="hung")
     assert result["action"] == "held" and "kst-rabbitmq-2" in result["reason"] and first.restarts == []
     second.listing["Status"] = "Up 2 minutes (healthy)"   # back: the other cluster's trouble is not ours
-    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq-1", verdict="hung", certain=True)
+    result = health.handle_unhealthy(engine, ledger, policy, "kst-rabbitmq-1", verdict="hung")
     assert result["action"] == "restarted"
 
 
@@ -534,7 +547,7 @@ def test_a_restart_by_the_loop_is_written_to_the_generations_history(tmp_path):
     history.add(2, {"image": "kolla-salt/memcached"}, "sha256:" + "1" * 64, "cfg")
     history.set_running(2)
     health.handle_unhealthy(FakeClient(container), RestartLedger(tmp_path / "r.json"), RestartPolicy(),
-                            "kst-memcached", verdict="hung", certain=True, state_dir=tmp_path, now=T0)
+                            "kst-memcached", verdict="hung", state_dir=tmp_path, now=T0)
     [record] = history.records()
     assert record["outcome"] == "running" and record["restarts"] == [{"at": T0, "verdict": "hung"}]
 
@@ -571,7 +584,7 @@ def test_pressure_is_the_share_of_a_window_some_task_waited(tmp_path):
     assert before == {"cpu": 3_000_000, "io": 1_000_000}
     after = {"cpu": 5_000_000, "io": 1_500_000}
     assert hostsignals.pressure_between(before, after, 4.0) == pytest.approx(0.5)
-    assert hostsignals.pressure_between({}, after, 4.0) == 0.0
+    assert hostsignals.pressure_between({}, after, 4.0) is None   # no PSI: unknown, not calm
 
 
 def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
@@ -581,6 +594,18 @@ def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
                          [(late_pass, health.Evidence())] * 2 +
                          [(CheckResult(True, "healthy", duration=0.1), health.Evidence())])
     assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (5, "memcached/healthy")]
+
+
+def test_status_reads_the_beacons_judgement_without_a_daemon_as_under_a_master(tmp_path):
+    """Under a master the beacon runs in the host's salt-minion, not in a health daemon."""
+    from kolla_salt import healthloop
+    from kolla_salt.status import health_loop
+    settings = {"kolla_state_directory": str(tmp_path), "enable_health_loop": True}
+    health.write_json(healthloop.status_file(settings), {"kst-rabbitmq": {
+        "status": "slow", "detail": "timed out", "incarnation": "abc@2024-01-01T00:00:00Z"}})
+    loop = health_loop(settings)
+    assert loop["running"] is False and loop["restarts"]["kst-rabbitmq"]["state"] == "slow"
+    assert health_loop({**settings, "enable_health_loop": False})["restarts"] == {}
 
 
 def test_status_notes_what_the_loop_judged_of_the_current_incarnation_only():

@@ -12,7 +12,6 @@ kolla-health-restart-{{ data.name }}:
     - args:
       - name: {{ data.name | json }}
       - incarnation: {{ data.incarnation | json }}
-      - verdict: {{ data.get('verdict', 'failing') | json }}
-      - certain: {{ data.get('certain', False) | json }}
-      - healthy_for: {{ data.get('healthy_for', 0) | json }}
+      - verdict: {{ data.verdict | json }}          {#- an unhealthy event always carries both #}
+      - healthy_for: {{ data.healthy_for | json }}
 {%- endif %}

@@ -12,8 +12,7 @@ kolla-health-restart-{{ event.data.name }}:
     - args:
       - name: {{ event.data.name | json }}
       - incarnation: {{ event.data.incarnation | json }}
-      - verdict: {{ event.data.get('verdict', 'failing') | json }}
-      - certain: {{ event.data.get('certain', False) | json }}
-      - healthy_for: {{ event.data.get('healthy_for', 0) | json }}
+      - verdict: {{ event.data.verdict | json }}          {#- an unhealthy event always carries both #}
+      - healthy_for: {{ event.data.healthy_for | json }}
 {%- endif %}
 {%- endfor %}
