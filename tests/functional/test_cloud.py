@@ -126,19 +126,22 @@ def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud,
     assert (logs / "placement" / "placement-api.log").exists()
 
 
-def test_the_health_check_fails_when_the_api_refuses_its_token(cloud, docker_client):
-    """A wrong password in the check's credentials, and no cached token: unhealthy."""
+CHECK = ["kolla_check", "api", "glance", "/etc/glance/glance-api.conf", "/v2/images"]   # glance's health check
+
+
+def test_the_health_check_fails_when_keystone_refuses_its_password(cloud, docker_client):
+    """A wrong password in the check's credentials (the config's [keystone_authtoken];
+    the running API read it at its start), and no cached token: unhealthy."""
     glance = docker_client.containers.get(cloud.name("glance_api"))
     assert glance.exec_run(["sh", "-c", "rm -f /tmp/kolla-api-check-*"]).exit_code == 0
-    assert glance.exec_run(["sh", "-c", "cp /etc/glance/kolla-api-check.json /tmp/good.json && sed -i "
-                                        "'s/\"password\": \"[^\"]*\"/\"password\": \"wrong\"/' "
-                                        "/etc/glance/kolla-api-check.json"]).exit_code == 0
+    assert glance.exec_run(["sh", "-c", "cp /etc/glance/glance-api.conf /tmp/good.conf && sed -i "
+                                        "'s/^password = .*/password = wrong/' /etc/glance/glance-api.conf"]).exit_code == 0
     try:
-        check = glance.exec_run(["kolla_api_check", "glance", "/v2/images"])
+        check = glance.exec_run(CHECK)
         assert check.exit_code == 1 and b"keystone refused a token for glance: 401" in check.output, check.output
     finally:
-        glance.exec_run(["sh", "-c", "cp /tmp/good.json /etc/glance/kolla-api-check.json && rm /tmp/good.json"])
-    assert glance.exec_run(["kolla_api_check", "glance", "/v2/images"]).exit_code == 0
+        glance.exec_run(["sh", "-c", "cp /tmp/good.conf /etc/glance/glance-api.conf && rm /tmp/good.conf"])
+    assert glance.exec_run(CHECK).exit_code == 0
 
 
 def registration_spec(env, service):
