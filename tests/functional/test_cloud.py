@@ -76,7 +76,7 @@ def test_an_image_uploaded_to_glance_downloads_identical(cloud, tmp_path, docker
                                "--container-format", "bare", "kst-image", "-c", "id").strip()
     try:
         assert cloud.openstack("image", "show", image_id, "-c", "status").strip() == "active"
-        cloud.openstack("image", "save", "--file", str(copy), image_id)
+        cloud.openstack("image", "save", "--file", str(copy), image_id, values=False)
         assert hashlib.sha256(copy.read_bytes()).hexdigest() == hashlib.sha256(data).hexdigest()
         # In the file store, on the named volume: it outlives the container.
         glance = docker_client.containers.get(cloud.name("glance_api"))
@@ -86,7 +86,7 @@ def test_an_image_uploaded_to_glance_downloads_identical(cloud, tmp_path, docker
             == str(len(data))
         assert image_id in cloud.openstack("image", "list", "-c", "ID").split()
     finally:
-        cloud.openstack("image", "delete", image_id)
+        cloud.openstack("image", "delete", image_id, values=False)
     assert image_id not in cloud.openstack("image", "list", "-c", "ID").split()
 
 
@@ -169,8 +169,8 @@ def test_the_registration_script_is_idempotent_corrects_drift_and_fails_clearly(
     assert (code, out.strip()) == (0, "kolla_keystone_register: placement: already registered"), out
     # Drift by hand: a wrong public URL and a revoked role are put back by the next run.
     endpoint = cloud.openstack("endpoint", "list", "--service", "placement", "--interface", "public", "-c", "ID").strip()
-    cloud.openstack("endpoint", "set", "--url", "http://127.0.0.1:1/wrong", endpoint)
-    cloud.openstack("role", "remove", "--user", "placement", "--project", "service", "admin")
+    cloud.openstack("endpoint", "set", "--url", "http://127.0.0.1:1/wrong", endpoint, values=False)
+    cloud.openstack("role", "remove", "--user", "placement", "--project", "service", "admin", values=False)
     code, out = run_registration(docker_client, job)
     url = f"http://127.0.0.1:{cloud.globals['placement_api_port']}"
     assert code == 0 and f"public endpoint set to {url}" in out and "role admin granted to placement" in out, out
@@ -233,7 +233,7 @@ def test_a_release_upgrade_of_glance_and_placement_keeps_their_data(cloud, docke
         assert f"{cloud.name(container)} recreated, generation {generation + 1} is healthy" in out, out
         assert docker_client.containers.get(cloud.name(container)).image.labels["kolla.release"] == NEXT
     assert "keystone_register" not in out     # same declaration, same toolbox content: nothing to do
-    cloud.openstack("image", "save", "--file", str(tmp_path / "after.img"), image_id)
+    cloud.openstack("image", "save", "--file", str(tmp_path / "after.img"), image_id, values=False)
     assert (tmp_path / "after.img").read_bytes() == data
     assert cloud.openstack("resource", "provider", "show", provider, "-c", "name").strip() == "kst-before-upgrade"
     assert " 0 changed, 0 failed" in cloud.run("deploy", "--test").stdout   # pinned in pins.yml: nothing left
