@@ -10,8 +10,16 @@ cd "$(dirname "$0")/.."
 # upgrade), integration tests (real salt-master/minion: health loop, orchestrate).
 # Images are built on first use (tens of minutes on a fresh machine).
 DEFAULT=(tests/unit tests/functional tests/integration)
+# One suite at a time on a machine: two suites share the engine, the test
+# prefixes and ports, and would break each other's containers.
+exec 9>/run/lock/kolla-salt-suite.lock
+if ! flock -n 9; then
+    echo "run-tests: another suite runs on this machine; waiting for it to end" >&2
+    flock 9
+fi
 if [ $# -gt 0 ]; then set -- "$@"; else set -- "${DEFAULT[@]}"; fi
-.venv/bin/pytest -v -p no:cacheprovider "$@"
+# fd 9 (the lock) stays with this shell: a daemon a test leaks must not hold it.
+.venv/bin/pytest -v -p no:cacheprovider "$@" 9>&-
 rc=$?
 if [ $rc -eq 5 ]; then echo "run-tests: pytest collected no tests" >&2; exit 1; fi
 exit $rc
