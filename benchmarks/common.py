@@ -20,7 +20,8 @@ KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 # Below the ephemeral ports, like the tests' (see tests/conftest.py), and apart from them.
 PORTS = {"memcached_port": 21211, "database_port": 13306, "rabbitmq_port": 13672, "rabbitmq_epmd_port": 14369,
          "rabbitmq_dist_port": 16672, "keystone_public_port": 15000, "glance_api_port": 19292,
-         "placement_api_port": 18778}
+         "placement_api_port": 18778, "keystone_standby_port": 15001, "glance_api_standby_port": 19293,
+         "placement_api_standby_port": 18779}
 # As in tests/conftest.py: images of another namespace than kolla-salt (a branch under work).
 NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 

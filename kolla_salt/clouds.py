@@ -9,7 +9,8 @@ CLOUD_NAME = "kolla-admin"
 
 
 def keystone_url(settings):
-    return f"http://{settings['api_interface_address']}:{settings['keystone_public_port']}/v3"
+    """Where clients reach keystone: haproxy's VIP, or the host's address without haproxy."""
+    return f"http://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
 
 
 def _write_private(path, text):

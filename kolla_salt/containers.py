@@ -23,9 +23,10 @@ import docker
 import docker.errors
 
 from . import generations
+from .balancer import Runtime, server_name
 from .build import from_registry, image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
-from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_NAME,
+from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_LISTEN_PORT, LABEL_NAME,
                    LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash, declared_spec, diff)
 from .swap import SwapInProgress, SwapJournal
 
@@ -92,6 +93,15 @@ def passes_check(container, spec):
         return False
 
 
+def _other_listen_port(spec, old):
+    """The port of a new blue-green generation: the one of its two the old one does not
+    listen on (one from before blue-green listened on the first)."""
+    if not spec.listen:
+        return None
+    ports = spec.listen["ports"]
+    return ports[1] if old.labels.get(LABEL_LISTEN_PORT, str(ports[0])) == str(ports[0]) else ports[0]
+
+
 def _serve_under_name(container, name):
     """A generation a swap ends with (the new one, or the old one back): under `name`,
     with the restart policy its spec declares (a swap sets "no" while it runs beside
@@ -137,8 +147,9 @@ class Target:
 
 class ContainerManager:
     def __init__(self, client=None, state_dir="/var/lib/kolla-salt", health_timeout=180,
-                 generations_kept=2, secrets=(), out=None):
+                 generations_kept=2, secrets=(), out=None, balancer=None):
         self.client = client or docker.from_env(timeout=300)
+        self.balancer = balancer   # kolla_salt.balancer.Runtime of this host's haproxy, or None
         self.state_dir = str(state_dir)
         self.health_timeout = health_timeout
         self.generations_kept = generations_kept
@@ -150,8 +161,9 @@ class ContainerManager:
     def from_settings(cls, settings, passwords=(), out=None, client=None):
         """The manager of a deployment: its state folder, health timeout and kept
         generations from the kolla settings; passwords are redacted from output."""
+        balancer = Runtime(settings["haproxy_runtime_directory"]) if settings.get("enable_haproxy") else None
         return cls(client, settings["kolla_state_directory"], settings["container_health_timeout"],
-                   settings["generations_kept"], secrets=list(passwords), out=out)
+                   settings["generations_kept"], secrets=list(passwords), out=out, balancer=balancer)
 
     # -- reading ------------------------------------------------------------------
     def get(self, name):
@@ -288,18 +300,22 @@ class ContainerManager:
             recovered = self.recover(spec.name)
             plan, target = self._plan(spec, pin)
             if plan.action == "create":
-                self._start_and_wait(self._create_generation(target, plan.generation, spec.name), target.spec)
+                container = self._create_generation(target, plan.generation, spec.name)
+                self._start_and_wait(container, target.spec)
+                self._take_traffic(container)
                 self.history(spec.name).set_running(plan.generation)
             elif plan.action == "recreate":
                 self._swap(target, plan.generation)
             elif plan.action == "start":
-                self._start_and_wait(self.get(spec.name), target.spec)
+                container = self.get(spec.name)
+                self._start_and_wait(container, target.spec)
+                self._take_traffic(container)
                 self.history(spec.name).set_running(plan.generation)
         if recovered:
             plan.notes.append(recovered)
         return plan
 
-    def _create_generation(self, target, generation, name, restart_policy=None):
+    def _create_generation(self, target, generation, name, restart_policy=None, listen_port=None):
         spec = target.spec
         history = self.history(spec.name)
         snapshot = history.snapshot_config(generation, spec.config_dir)
@@ -308,6 +324,11 @@ class ContainerManager:
                        LABEL_SPEC_HASH: spec.spec_hash(), LABEL_SPEC: json.dumps(spec.canonical(), sort_keys=True),
                        LABEL_CONFIG_HASH: target.config_hash})
         args = self._docker_args(spec, snapshot)
+        if spec.listen:
+            # Outside the spec: which of its two ports a generation takes is the swap's choice.
+            listen_port = listen_port or spec.listen["ports"][0]
+            labels[LABEL_LISTEN_PORT] = str(listen_port)
+            args["environment"] = {**spec.environment, "KOLLA_LISTEN_PORT": str(listen_port)}
         if restart_policy:
             args["restart_policy"] = {"Name": restart_policy}
         full = spec.canonical()
@@ -402,7 +423,7 @@ class ContainerManager:
         for leftover in (self.get(aside), self.get(f"{spec.name}.next")):   # not part of any generation now
             if leftover is not None:
                 leftover.remove(force=True)
-        overlap = spec.swap == "overlap" and old.status == "running"
+        overlap = spec.swap in ("overlap", "blue-green") and old.status == "running"
         # Only a generation that ran healthy is a rollback target.
         old_was_healthy = old.status == "running" and old.health in ("healthy", "starting", "unknown")
         journal.begin(generation=generation, old_generation=old_generation,
@@ -410,7 +431,8 @@ class ContainerManager:
         # The new image and container are ready before the outage starts. Beside a
         # running old one, the new one must not be revived by Docker if it exits.
         new = self._create_generation(target, generation, f"{spec.name}.next",
-                                      restart_policy="no" if overlap else None)
+                                      restart_policy="no" if overlap else None,
+                                      listen_port=_other_listen_port(spec, old))
         journal.step("created")
         healthy = overlap and self._start_new(new, old, spec, generation, old_generation, beside=True)
         if healthy:
@@ -443,6 +465,9 @@ class ContainerManager:
         failure removes the new one, brings the old one back and raises."""
         try:
             self._start_and_wait(new, spec)
+            self._take_traffic(new)
+            if beside:
+                self._drain(old)
             return True
         except KollaError as error:
             if beside and isinstance(error, ContainerExited):
@@ -452,6 +477,32 @@ class ContainerManager:
             self._undo(spec.name, new, old, generation, old_generation)
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
                              f"restored generation {old_generation}" + (" (it kept serving)" if beside else "")) from None
+
+    def _listening(self, container):
+        """(backend, server) of a blue-green container in this host's haproxy, or None
+        when it has none (not behind haproxy, or haproxy not deployed here)."""
+        listen = declared_spec(container.labels).get("listen")
+        if not listen or self.balancer is None or not self.balancer.available():
+            return None
+        port = container.labels.get(LABEL_LISTEN_PORT) or listen["ports"][0]
+        return listen["backend"], server_name(listen["address"], port)
+
+    def _take_traffic(self, container):
+        """A healthy blue-green generation gets requests: its server is made ready and
+        haproxy's own check must have found it up."""
+        where = self._listening(container)
+        if where:
+            self.balancer.set_state(*where, "ready")
+            self.balancer.wait_up(*where, timeout=self.health_timeout)
+
+    def _drain(self, old):
+        """No new request goes to the old generation; returns once the ones it was
+        serving are answered (within its stop timeout), so stopping it cuts none."""
+        where = self._listening(old)
+        if where:
+            self.balancer.set_state(*where, "drain")
+            self.out(f"{old.name}: draining {where[1]} in haproxy backend {where[0]}")
+            self.balancer.wait_drained(*where, timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
 
     def _retire(self, old, aside):
         """Stops the old generation and keeps it aside; restart policy "no" so that a
@@ -471,6 +522,10 @@ class ContainerManager:
         if old is not None:
             if _serve_under_name(old, name):
                 self.out(f"{name}: generation {generation} failed; generation {old_generation} is back")
+            try:
+                self._take_traffic(old)   # it may have been drained
+            except KollaError as error:
+                self.out(f"{name}: generation {old_generation} is back but haproxy does not send it requests yet: {error}")
             history.set_running(old_generation)
         self.journal(name).end()
 

@@ -145,6 +145,9 @@ def load_settings(config_dir, warnings=None):
     settings["release_constraints"] = release.get("constraints", [])
     settings["openstack_tag"] = settings["openstack_tag"] or release_tag(settings)
     settings["api_interface"] = settings["api_interface"] or settings["network_interface"]
+    # haproxy's runtime API socket: the haproxy container makes it, blue/green swaps use it.
+    settings["haproxy_runtime_directory"] = os.path.join(settings["kolla_state_directory"], "run",
+                                                         settings["container_name_prefix"] + "haproxy")
     return settings
 
 
@@ -256,7 +259,7 @@ def placement(config_dir):
     key (in globals.yml), target (a Salt compound target)}]. What a master's orchestration walks; it holds no
     secret and no host's address."""
     settings = load_settings(config_dir)
-    renderer = ServiceRenderer(settings, load_passwords(config_dir), {"api_interface_address": "0.0.0.0"})
+    renderer = ServiceRenderer(settings, load_passwords(config_dir), host_facts(settings, "0.0.0.0"))
     steps = []
     for top, service in service_order():
         if settings.get(f"enable_{service}", False):
@@ -275,6 +278,18 @@ def interface_address(settings, interfaces):
         raise ValidationError([f"globals.yml: key 'api_interface'/'network_interface' is '{name}', "
                                f"which has no IPv4 address on this host (have: {', '.join(sorted(interfaces))})"])
     return addresses[0]
+
+
+def host_facts(settings, address):
+    """What a host adds to the settings its services are rendered with: its API address,
+    and kolla_internal_fqdn (kolla-ansible's name), the address of the API endpoints:
+    haproxy's VIP when enable_haproxy, else the host's own."""
+    if settings["enable_haproxy"] and settings["kolla_internal_vip_address"] == address:
+        raise ValidationError([f"globals.yml: key 'kolla_internal_vip_address' is {address}, this host's API "
+                               f"address: haproxy would listen where the API services do; choose another "
+                               f"address (on one host a loopback one, such as 127.0.0.10)"])
+    return {"api_interface_address": address,
+            "kolla_internal_fqdn": settings["kolla_internal_vip_address"] if settings["enable_haproxy"] else address}
 
 
 class ServiceRenderer:
@@ -297,8 +312,8 @@ class ServiceRenderer:
         text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context())
         return yaml.safe_load(text) or {}
 
-    def template(self, service, name):
-        return self.env.get_template(f"{service}/templates/{name}").render(**self.context())
+    def template(self, service, name, **extra):
+        return self.env.get_template(f"{service}/templates/{name}").render(**self.context(), **extra)
 
 
 def _config_json(container, files):
@@ -340,19 +355,24 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                                 f"(services: {', '.join(sorted(known_services))})")
     prefix = settings["container_name_prefix"]
     images = discover()
-    services = []
+    definitions = {}
     for top, service in order:
         if not settings.get(f"enable_{service}", False):
             continue
-        where = f"salt/states/kolla/{service}/defaults.yaml"
-        renderer = renderer_for(service)
         try:
-            definition = renderer.definition(service)
+            definition = renderer_for(service).definition(service)
         except (jinja2.TemplateError, yaml.YAMLError) as error:
-            problems.append(f"{where}: {error}")
+            problems.append(f"salt/states/kolla/{service}/defaults.yaml: {error}")
             continue
-        if not any(fnmatch.fnmatch(minion_id, pattern) for pattern in host_patterns(settings, service, definition)):
+        if any(fnmatch.fnmatch(minion_id, pattern) for pattern in host_patterns(settings, service, definition)):
+            definitions[service] = definition
+    balanced = loadbalancer_entries(definitions, host, problems) if settings["enable_haproxy"] else {}
+    services = []
+    for top, service in order:
+        if service not in definitions:
             continue
+        where = f"salt/states/kolla/{service}/defaults.yaml"
+        renderer, definition = renderer_for(service), definitions[service]
         set_path = f"{top}/{service}"
         for image in sorted({c.get("image") for c in (definition.get("containers") or {}).values()} - {None}):
             problem = image in images and install_type_problem(images[image], renderer.settings["kolla_install_type"])
@@ -372,7 +392,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             for cfg in container.get("config_files", []):
                 name = cfg["template"].removesuffix(".j2")
                 try:
-                    text = renderer.template(service, cfg["template"])
+                    text = renderer.template(service, cfg["template"], loadbalancer=list(balanced.values()))
                 except jinja2.TemplateError as error:
                     problems.append(f"salt/states/kolla/{service}/templates/{cfg['template']}: {error}")
                     continue
@@ -386,7 +406,13 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 rendered[name] = text
             rendered["config.json"] = _config_json(container, files)
             spec_data = {k: v for k, v in container.items()
-                         if k not in ("command", "run_as", "config_files", "permissions", "log_file")}
+                         if k not in ("command", "run_as", "config_files", "permissions", "log_file", "backend")}
+            backend = container.get("backend")
+            if backend is not None and backend not in (definition.get("loadbalancer") or {}):
+                problems.append(f"{cwhere}.backend: '{backend}' is not an entry of this folder's loadbalancer")
+            elif backend in balanced:   # behind haproxy: swapped blue/green between its two ports
+                spec_data.update(swap="blue-green", listen={"backend": backend, "address": host["api_interface_address"],
+                                                            "ports": balanced[backend]["listen_ports"]})
             spec_data.update(name=prefix + cname, image=renderer.image(container["image"]), set_path=set_path,
                              config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
             try:
@@ -422,6 +448,49 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     if problems:
         raise ValidationError(problems)
     return services
+
+
+LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
+                     "listen_ports": "the two ports the service's generations listen on in turn",
+                     "check": "the path of haproxy's HTTP check (2xx or 3xx is up)",
+                     "timeout": "optional: client and server timeout of long requests (haproxy syntax, 6h)"}
+
+
+def loadbalancer_entries(definitions, host, problems):
+    """{backend name: entry} from the `loadbalancer:` blocks of the service folders
+    placed on this host (docs/design.md: haproxy), what haproxy's config is made of:
+
+        loadbalancer:
+          keystone:                      # frontend and backend name
+            port: 5000                   # on the VIP
+            listen_ports: [5000, 5001]   # on the host's API address, one per generation
+            check: /v3
+
+    Each entry gets `name` and its `servers` (ADDRESS:PORT, kolla_salt.balancer)."""
+    entries = {}
+    for service, definition in definitions.items():
+        for name, block in (definition.get("loadbalancer") or {}).items():
+            where = f"salt/states/kolla/{service}/defaults.yaml: loadbalancer.{name}"
+            if not isinstance(block, dict):
+                problems.append(f"{where}: expected a mapping with {', '.join(LOADBALANCER_KEYS)}")
+                continue
+            found = [f"{where}.{key}: required ({meaning})" for key, meaning in LOADBALANCER_KEYS.items()
+                     if key != "timeout" and block.get(key) in (None, "")]
+            found += [f"{where}.{key}: unknown key (known: {', '.join(LOADBALANCER_KEYS)})"
+                      for key in block if key not in LOADBALANCER_KEYS]
+            ports = block.get("listen_ports")
+            if ports is not None and not (isinstance(ports, list) and len(ports) == 2 and len(set(ports)) == 2
+                                          and all(isinstance(p, int) for p in ports)):
+                found.append(f"{where}.listen_ports: expected two different port numbers, got {ports!r}")
+            if name in entries:
+                found.append(f"{where}: another service already has a loadbalancer entry '{name}'")
+            if str(block.get("check", "/")).startswith("/") is False:
+                found.append(f"{where}.check: expected a path starting with /, got {block['check']!r}")
+            problems.extend(found)
+            if not found:
+                entries[name] = {**block, "name": name, "timeout": block.get("timeout", ""),
+                                 "servers": [f"{host['api_interface_address']}:{port}" for port in ports]}
+    return entries
 
 
 REGISTER_INTERFACES = ("public", "internal", "admin")
@@ -523,7 +592,7 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
     """Everything a host needs, under the key `kolla`."""
     settings = load_settings(config_dir, warnings)
     passwords = load_passwords(config_dir, warnings)
-    host = {"api_interface_address": interface_address(settings, interfaces or local_interfaces())}
+    host = host_facts(settings, interface_address(settings, interfaces or local_interfaces()))
     pins = load_pins(config_dir)
     services = build_services(settings, passwords, host, config_dir, minion_id, pins)
     pillar = {"kolla": {"settings": {**settings, **host}, "passwords": used_passwords(passwords, services),

@@ -230,9 +230,10 @@ class Lab:
         (folder / "globals.yml").write_text(
             "# The lab's globals.yml: every host's API address is its eth0 (lab/topology.yml),\n"
             "# and hosts pull their images from the lab's registry, plain HTTP\n"
-            "# (`kolla-salt --lab NAME build --push` puts them there).\n"
+            "# (`kolla-salt --lab NAME build --push` puts them there). No haproxy yet:\n"
+            "# a VIP shared by the hosts needs keepalived.\n"
             + yaml.safe_dump({"network_interface": "eth0", "docker_registry": self.registry,
-                              "docker_registry_insecure": True}))
+                              "docker_registry_insecure": True, "enable_haproxy": False}))
         run(SALT_BIN / "kolla-salt", "--config-dir", folder, "genpwd")
         self.out(f"[lab] operator folder {folder} (globals.yml, passwords.yml)")
 

@@ -92,13 +92,17 @@ class Master:
     def preflight(self):
         """Checks the hosts before a change; returns their facts, from which `pillars`
         builds (and validates) what each host gets."""
-        from .inventory import placement
+        from .inventory import load_settings, placement
         folder = self.operator_folder()
         hosts = self._host_facts()
         accepted = sorted(hosts)
         if not accepted:
             raise KollaError(f"no minion key is accepted on the master ({self.config_dir}); nothing was changed")
         steps = placement(folder)
+        if len(accepted) > 1 and load_settings(folder)["enable_haproxy"]:
+            raise ValidationError([f"{folder / 'globals.yml'}: key 'enable_haproxy' is true, but a VIP shared by "
+                                   f"several hosts needs keepalived, which kolla-salt does not deploy yet; set "
+                                   f"enable_haproxy: false (endpoints are then each service host's address)"])
         unplaced = [f"{folder / 'globals.yml'}: key '{step['key']}' ({', '.join(step['hosts'])}) matches no "
                     f"minion, so {step['service']} would run nowhere (minions: {', '.join(accepted)})"
                     for step in steps if not any(fnmatch.fnmatch(m, p) for m in accepted for p in step["hosts"])]

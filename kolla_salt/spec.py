@@ -19,7 +19,9 @@ RESTART_POLICIES = ("always", "unless-stopped", "on-failure", "no")
 #   stop-first  stop the old, start the new (services that cannot share their port)
 #   overlap     start the new beside the old, switch once it is healthy: for services
 #               that listen with SO_REUSEPORT, so both serve the port meanwhile
-SWAP_MODES = ("stop-first", "overlap")
+#   blue-green  behind haproxy (`listen`): the new one listens on the other of two
+#               ports; haproxy drains the old one before it stops (kolla_salt.balancer)
+SWAP_MODES = ("stop-first", "overlap", "blue-green")
 CONFIG_MOUNT = "/var/lib/kolla/config_files"
 
 # Labels every managed container carries.
@@ -31,6 +33,7 @@ LABEL_SPEC = "kolla.spec"            # canonical spec, environment values hashed
 LABEL_CONFIG_HASH = "kolla.config-hash"
 LABEL_JOB = "kolla.job"
 LABEL_RELEASE = "kolla.release"        # on images whose content depends on the release
+LABEL_LISTEN_PORT = "kolla.listen-port"  # the port a blue-green generation listens on
 LABEL_VOLUME_ID = "kolla.volume-id"  # a named volume's identity: a recreated volume has a new one
 
 # Not part of a container's identity (spec_hash): the image is compared by its id,
@@ -40,7 +43,7 @@ OUTSIDE_IDENTITY = ("image", "config_dir")
 # Fields added after containers were deployed: left out of the canonical form at
 # their default, so a container that does not use one keeps its spec hash (and
 # is not recreated by the kolla-salt version that added it).
-ADDED_LATER = ("stateful", "cluster")
+ADDED_LATER = ("stateful", "cluster", "listen")
 
 
 def declared_spec(labels):
@@ -98,6 +101,9 @@ class ContainerSpec:
     # (across hosts: not yet, docs/design.md).
     stateful: bool = False
     cluster: str = ""
+    # swap blue-green: {backend: haproxy backend, address, ports: [a, b]}; each
+    # generation listens on the port its predecessor did not (KOLLA_LISTEN_PORT).
+    listen: dict = field(default_factory=dict)
 
     # -- construction -----------------------------------------------------------
     @classmethod
@@ -188,6 +194,9 @@ class ContainerSpec:
             problems.append(f"{where}.swap: '{swap}' is not one of {', '.join(SWAP_MODES)}")
         command = text_list("command") if data.get("command") is not None else None
         stateful, cluster = get("stateful", bool, False), get("cluster", str, "") or ""
+        listen = get("listen", dict, {}) or {}
+        if swap == "blue-green" or listen:
+            problems.extend(_listen_problems(listen, swap, f"{where}.listen"))
         if problems:
             raise ValidationError(problems)
         return cls(
@@ -196,7 +205,7 @@ class ContainerSpec:
             privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
-            stateful=stateful, cluster=cluster)
+            stateful=stateful, cluster=cluster, listen=listen)
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):
@@ -212,7 +221,7 @@ class ContainerSpec:
             elif isinstance(value, tuple):
                 value = list(value)
             elif isinstance(value, dict):
-                value = dict(sorted(value.items()))
+                value = json.loads(json.dumps(value, sort_keys=True))
             if f.name in ADDED_LATER and value == f.default:
                 continue
             out[f.name] = value
@@ -228,6 +237,21 @@ class ContainerSpec:
     def named_volumes(self):
         """Named volumes it mounts (a bind mount's source is an absolute path)."""
         return tuple(v.split(":")[0] for v in self.volumes if not v.startswith("/"))
+
+
+def _listen_problems(listen, swap, where):
+    if swap != "blue-green":
+        return [f"{where}: only a blue-green swap listens on two ports (swap is '{swap}')"]
+    problems = [f"{where}.{key}: required" for key in ("backend", "address", "ports") if not listen.get(key)]
+    ports = listen.get("ports")
+    if ports is not None and (not isinstance(ports, list) or len(ports) != 2 or len(set(map(str, ports))) != 2
+                              or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
+                                         for p in ports)):
+        problems.append(f"{where}.ports: expected two different port numbers, got {ports!r}")
+    unknown = sorted(set(listen) - {"backend", "address", "ports"})
+    if unknown:
+        problems.append(f"{where}: unknown keys {', '.join(unknown)} (known: address, backend, ports)")
+    return problems
 
 
 def normalise_capability(name):

@@ -19,7 +19,8 @@ KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 TEST_PORTS = {
     "memcached_port": 31211, "database_port": 23306, "rabbitmq_port": 23672,
     "rabbitmq_epmd_port": 24369, "rabbitmq_dist_port": 26672, "keystone_public_port": 25000,
-    "glance_api_port": 29292, "placement_api_port": 28778,
+    "glance_api_port": 29292, "placement_api_port": 28778, "keystone_standby_port": 25001,
+    "glance_api_standby_port": 29293, "placement_api_standby_port": 28779,
 }
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.
@@ -51,6 +52,7 @@ class KollaEnv:
             "enable_cron": False,          # likewise log rotation
             "enable_glance": False,        # and the cloud beyond keystone (tests/functional/test_cloud.py)
             "enable_placement": False,
+            "enable_haproxy": False,       # tests/functional/test_cloud.py puts the cloud behind it
             **({"docker_namespace": IMAGE_NAMESPACE} if IMAGE_NAMESPACE else {}),
             **TEST_PORTS,
         }

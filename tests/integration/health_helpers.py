@@ -117,9 +117,10 @@ def deployed_check(service):
     import yaml
 
     from kolla_salt import paths
-    from kolla_salt.inventory import ServiceRenderer, default_settings
+    from kolla_salt.inventory import ServiceRenderer, default_settings, host_facts
     passwords = {key: "test" for key in yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())}
-    renderer = ServiceRenderer(default_settings(), passwords, {"api_interface_address": "127.0.0.1"})
+    settings = default_settings()
+    renderer = ServiceRenderer(settings, passwords, host_facts(settings, "127.0.0.1"))
     return renderer.definition(service)["containers"][service]["healthcheck"]
 
 

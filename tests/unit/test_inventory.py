@@ -99,8 +99,8 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
         (paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}})
     pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
     names = [s["name"] for s in pillar["services"]]
-    assert names == ["cron", "mariadb", "rabbitmq", "memcached", "keystone", "glance", "placement"]
-    keystone = pillar["services"][4]
+    assert names == ["cron", "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "glance", "placement"]
+    keystone = pillar["services"][5]
     container = keystone["containers"][0]
     assert container["spec"]["name"] == "t-keystone"
     assert "pw-keystone_database_password@127.0.0.1:3306/keystone" in container["files"]["keystone.conf"]

@@ -9,7 +9,7 @@ from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar, registration_job
 from kolla_salt.spec import ContainerSpec
 
-SETTINGS = {"api_interface_address": "127.0.0.1", "keystone_public_port": 5000, "keystone_admin_user": "admin",
+SETTINGS = {"api_interface_address": "127.0.0.1", "kolla_internal_fqdn": "127.0.0.10", "keystone_public_port": 5000, "keystone_admin_user": "admin",
             "keystone_admin_project": "admin", "openstack_region_name": "RegionOne", "container_name_prefix": "t-",
             "enable_keystone": True}
 PASSWORDS = {"keystone_admin_password": "admin-secret", "glance_keystone_password": "glance-secret"}
@@ -33,7 +33,7 @@ def test_the_job_carries_what_the_block_declares_and_credentials_only_in_its_env
     assert job["command"] == ["kolla_keystone_register"]
     assert job["fills"] == ["t-mariadb"]     # keystone's data: a new database registers again
     env = job["environment"]
-    assert env["OS_AUTH_URL"] == "http://127.0.0.1:5000/v3"
+    assert env["OS_AUTH_URL"] == "http://127.0.0.10:5000/v3"   # the VIP (kolla_internal_fqdn)
     assert (env["OS_USERNAME"], env["OS_PASSWORD"], env["OS_PROJECT_NAME"]) == ("admin", "admin-secret", "admin")
     assert env["KOLLA_SERVICE_PASSWORD"] == "glance-secret"
     registration = json.loads(env["KOLLA_REGISTRATION"])
@@ -93,7 +93,7 @@ def test_glance_and_placement_folders_derive_their_registration_jobs(tmp_path):
         assert job["image"].startswith("kolla-salt/toolbox:")
         registration = json.loads(job["environment"]["KOLLA_REGISTRATION"])
         assert registration["service"]["type"] == kind
-        assert set(registration["endpoints"].values()) == {f"http://127.0.0.1:{port}"}
+        assert set(registration["endpoints"].values()) == {f"http://127.0.0.10:{port}"}   # the VIP
         assert job["environment"]["KOLLA_SERVICE_PASSWORD"] == f"pw-{name}_keystone_password"
         # Registration runs before the API starts (jobs, not post_jobs): its check authenticates as that user.
     # keystone itself declares no registration (keystone-manage bootstrap registers it).

@@ -1,0 +1,93 @@
+"""haproxy in front of the API services: its config from the services' load-balancer
+entries, and its runtime API, which a blue/green swap uses to move traffic.
+
+Every API container behind haproxy listens on one of two ports of its own
+(`listen.ports`), a generation on the one the previous generation did not use.
+Both ports are servers of the service's backend, named ADDRESS:PORT; the one
+nothing listens on is down by haproxy's check. A swap (kolla_salt.containers)
+starts the new generation on the free port, waits until haproxy sees it up,
+drains the old one (no new request goes to it; the ones in flight finish),
+waits until it has no session, then stops it: no request is refused or cut.
+"""
+import socket
+import time
+from pathlib import Path
+
+from .errors import KollaError
+
+ADMIN_SOCKET = "admin.sock"   # in the haproxy runtime folder (settings: haproxy_runtime_directory)
+
+
+class BalancerError(KollaError):
+    """haproxy's runtime API refused or did not answer."""
+
+
+def server_name(address, port):
+    return f"{address}:{port}"
+
+
+class Runtime:
+    """haproxy's runtime API on its Unix socket (`stats socket ... level admin`)."""
+
+    def __init__(self, runtime_dir, timeout=5):
+        self.path = Path(runtime_dir) / ADMIN_SOCKET
+        self.timeout = timeout
+
+    def available(self):
+        return self.path.is_socket()
+
+    def command(self, line):
+        """One command, its answer as text."""
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.settimeout(self.timeout)
+                conn.connect(str(self.path))
+                conn.sendall(line.encode() + b"\n")
+                chunks = []
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+        except OSError as error:
+            raise BalancerError(f"haproxy runtime API at {self.path}: {error}") from None
+        return b"".join(chunks).decode(errors="replace")
+
+    def servers(self, backend):
+        """{server name: {"status": UP/DOWN/DRAIN/MAINT..., "sessions": current}} of a backend."""
+        lines = self.command("show stat").splitlines()
+        if not lines:
+            return {}
+        header = lines[0].lstrip("# ").split(",")
+        found = {}
+        for line in lines[1:]:
+            row = dict(zip(header, line.split(",")))
+            if row.get("pxname") == backend and row.get("svname") not in ("FRONTEND", "BACKEND", None):
+                found[row["svname"]] = {"status": row.get("status", ""), "sessions": int(row.get("scur") or 0)}
+        return found
+
+    def set_state(self, backend, server, state):
+        """ready, drain or maint; haproxy answers nothing when it did it."""
+        line = f"set server {backend}/{server} state {state}"
+        answer = self.command(line).strip()
+        if answer:
+            raise BalancerError(f"haproxy refused '{line}': {answer}")
+
+    def wait(self, backend, server, done, what, timeout):
+        """Polls the server's row until done(row) is true; BalancerError after timeout s."""
+        deadline = time.monotonic() + timeout
+        row = None
+        while True:
+            row = self.servers(backend).get(server)
+            if row is None:
+                raise BalancerError(f"haproxy has no server {server} in backend {backend}")
+            if done(row):
+                return row
+            if time.monotonic() > deadline:
+                raise BalancerError(f"haproxy: {backend}/{server} not {what} within {timeout} s "
+                                    f"(status {row['status']}, {row['sessions']} sessions)")
+            time.sleep(0.1)
+
+    def wait_up(self, backend, server, timeout):
+        """Until haproxy's own check has found the server up (status UP, not UP 1/2)."""
+        return self.wait(backend, server, lambda row: row["status"] == "UP", "up", timeout)
+
+    def wait_drained(self, backend, server, timeout):
+        return self.wait(backend, server, lambda row: row["sessions"] == 0, "drained", timeout)

@@ -1,0 +1,79 @@
+"""haproxy's config from the services' loadbalancer entries, the blue/green specs
+derived from them, and the VIP's rules."""
+import pytest
+import yaml
+
+from kolla_salt import paths
+from kolla_salt.errors import ValidationError
+from kolla_salt.inventory import build_pillar, loadbalancer_entries
+from kolla_salt.spec import ContainerSpec
+
+
+def operator_folder(folder, **globals_):
+    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
+    (folder / "passwords.yml").write_text(yaml.safe_dump({k: f"pw-{k}" for k in wanted}))
+    (folder / "globals.yml").write_text(yaml.safe_dump({"container_name_prefix": "t-", **globals_}))
+
+
+def services(folder):
+    return {s["name"]: s for s in build_pillar(folder, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
+
+
+def test_haproxy_fronts_every_api_service_on_the_vip_with_both_ports_of_each_as_servers(tmp_path):
+    operator_folder(tmp_path)
+    found = services(tmp_path)
+    config = found["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
+    for name, port, standby in (("keystone", 5000, 5001), ("glance", 9292, 9293), ("placement", 8778, 8779)):
+        assert f"frontend {name}\n    bind 127.0.0.10:{port}\n" in config
+        backend = config.split(f"\nbackend {name}\n")[1].split("\nfrontend")[0]
+        assert f"server 127.0.0.1:{port} 127.0.0.1:{port} check" in backend
+        assert f"server 127.0.0.1:{standby} 127.0.0.1:{standby} check" in backend
+    assert "timeout server 6h" in config.split("\nbackend glance\n")[1].split("\nbackend")[0]
+    # Every API container is swapped blue/green between its two ports.
+    keystone = ContainerSpec.from_dict(found["keystone"]["containers"][0]["spec"], "keystone")
+    assert keystone.swap == "blue-green"
+    assert keystone.listen == {"backend": "keystone", "address": "127.0.0.1", "ports": [5000, 5001]}
+    # Endpoints are the VIP's: the catalog, the services' keystone and clouds.yaml (kolla_internal_fqdn).
+    assert "auth_url = http://127.0.0.10:5000" in found["glance"]["containers"][0]["files"]["glance-api.conf"]
+    bootstrap = next(j for j in found["keystone"]["jobs"] if j["name"] == "t-keystone_bootstrap")
+    assert "http://127.0.0.10:5000/v3" in bootstrap["command"]
+
+
+def test_without_haproxy_the_services_listen_on_their_port_and_swap_overlapping(tmp_path):
+    operator_folder(tmp_path, enable_haproxy=False)
+    found = services(tmp_path)
+    assert "haproxy" not in found
+    keystone = ContainerSpec.from_dict(found["keystone"]["containers"][0]["spec"], "keystone")
+    assert (keystone.swap, keystone.listen) == ("overlap", {})
+    assert "auth_url = http://127.0.0.1:5000" in found["glance"]["containers"][0]["files"]["glance-api.conf"]
+
+
+def test_a_vip_on_the_hosts_api_address_is_refused_naming_the_key(tmp_path):
+    operator_folder(tmp_path, kolla_internal_vip_address="127.0.0.1")
+    with pytest.raises(ValidationError, match="globals.yml: key 'kolla_internal_vip_address' is 127.0.0.1, "
+                                              "this host's API address"):
+        services(tmp_path)
+
+
+def test_bad_loadbalancer_entries_are_refused_naming_the_folder_and_key():
+    problems = []
+    definitions = {"svc": {"loadbalancer": {"svc": {"port": 80, "listen_ports": [81, 81], "check": "v1",
+                                                    "weight": 3},
+                                            "other": {"listen_ports": [1, 2], "check": "/"}}}}
+    assert loadbalancer_entries(definitions, {"api_interface_address": "127.0.0.1"}, problems) == {}
+    where = "salt/states/kolla/svc/defaults.yaml: loadbalancer"
+    assert f"{where}.svc.listen_ports: expected two different port numbers, got [81, 81]" in problems
+    assert f"{where}.svc.check: expected a path starting with /, got 'v1'" in problems
+    assert any(p.startswith(f"{where}.svc.weight: unknown key") for p in problems)
+    assert any(p.startswith(f"{where}.other.port: required") for p in problems)
+
+
+def test_a_blue_green_spec_needs_two_ports_a_backend_and_an_address():
+    with pytest.raises(ValidationError) as error:
+        ContainerSpec.from_dict({"name": "api", "image": "i", "swap": "blue-green",
+                                 "listen": {"backend": "api", "ports": [5000]}}, "where")
+    assert "where.listen.address: required" in error.value.problems
+    assert "where.listen.ports: expected two different port numbers, got [5000]" in error.value.problems
+    with pytest.raises(ValidationError, match="where.listen: only a blue-green swap listens on two ports"):
+        ContainerSpec.from_dict({"name": "api", "image": "i", "swap": "overlap",
+                                 "listen": {"backend": "api", "address": "a", "ports": [1, 2]}}, "where")
