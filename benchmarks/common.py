@@ -1,20 +1,19 @@
 """Shared by the benchmarks: a throw-away operator folder with its own names
-and loopback ports, the CLI over it (everything it creates is removed), and a
-client that asks a service at a steady pace (Prober)."""
-import math
+and loopback ports, the CLI over it (everything it creates is removed), and the
+probes the tests use too (tests/probes.py: Prober and what it asks)."""
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import docker
 import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from probes import Prober, keystone_answers, memcached_answers, token_request  # noqa: E402,F401
 
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 # Below the ephemeral ports, like the tests' (see tests/conftest.py), and apart from them.
@@ -70,49 +69,3 @@ class BenchEnv:
             if volume.name.startswith(self.prefix):
                 volume.remove(force=True)
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-class Prober(threading.Thread):
-    """Calls `probe()` every `every` s (at most `limit` times) until stopped; keeps
-    the times of its answers and counts the calls that failed or raised."""
-
-    def __init__(self, probe, every, limit=None):
-        super().__init__(daemon=True)
-        self.probe, self.every, self.limit = probe, every, limit
-        self.answers, self.failed, self.calls, self.stop_flag = [], 0, 0, threading.Event()
-
-    def run(self):
-        while not self.stop_flag.is_set() and (self.limit is None or self.calls < self.limit):
-            self.calls += 1
-            began = time.monotonic()
-            try:
-                ok = self.probe()
-            except Exception:   # any failure to get an answer is a failed call (http.client's too)
-                ok = False
-            if ok:
-                self.answers.append(time.monotonic())
-            else:
-                self.failed += 1
-            self.stop_flag.wait(max(0.0, self.every - (time.monotonic() - began)))
-
-    def stop(self):
-        self.stop_flag.set()
-        self.join()
-
-    def longest_gap(self, start=None, end=None):
-        """The longest time without an answer (within [start, end] when given)."""
-        inside = [t for t in self.answers if (start is None or t > start) and (end is None or t < end)]
-        times = ([start] if start is not None else []) + inside + ([end] if end is not None else [])
-        return max((b - a for a, b in zip(times, times[1:])), default=math.inf)
-
-
-def memcached_answers(port, timeout=1.0):
-    """Whether memcached on loopback `port` answers `version`."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
-        conn.sendall(b"version\r\n")
-        return conn.recv(100).startswith(b"VERSION")
-
-
-def keystone_answers(port, timeout=1.0):
-    """Whether keystone on loopback `port` serves its version document."""
-    return urllib.request.urlopen(f"http://127.0.0.1:{port}/v3", timeout=timeout).status == 200

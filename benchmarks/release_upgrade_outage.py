@@ -17,31 +17,16 @@ at the end). Usage: .venv/bin/python benchmarks/release_upgrade_outage.py [--hel
 """
 import argparse
 import io
-import json
 import time
-import urllib.request
 
 import docker
 
-from common import BenchEnv, Prober
+from common import BenchEnv, Prober, token_request
 from kolla_salt.build import discover
 from kolla_salt.spec import LABEL_RELEASE
 
 NAMESPACE = "kolla-bench"
 SERVICE_IMAGES = sorted(set(discover()) - {"base"})   # every image a service or job runs
-
-
-def token_request(port, password):
-    """A probe: whether keystone issues the admin a token."""
-    url = f"http://127.0.0.1:{port}/v3/auth/tokens"
-    body = json.dumps({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-        "name": "admin", "domain": {"id": "default"}, "password": password}}}}}).encode()
-
-    def probe():
-        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status == 201
-    return probe
 
 
 def tag_images(client, release, next_release, distinct):

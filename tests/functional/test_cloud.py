@@ -1,6 +1,7 @@
 """The all-in-one cloud beyond keystone: glance and placement, deployed from their
-service folders, registered with keystone by the shared registration job, and used
-through the real python-openstackclient (with osc-placement)."""
+service folders, registered with keystone by the shared registration job, behind
+haproxy on the VIP, and used through the real python-openstackclient (with
+osc-placement); keystone swapped blue/green under load without a failed request."""
 import hashlib
 import os
 import subprocess
@@ -13,8 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kolla_salt.inventory import default_settings
+
 pytestmark = pytest.mark.functional
-SERVICES = ("mariadb", "memcached", "keystone", "glance_api", "placement_api")
+SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api")
+VIP = default_settings()["kolla_internal_vip_address"]   # on loopback: the all-in-one's
 NEXT = "2026.2"   # the release after the default
 
 
@@ -22,15 +26,15 @@ NEXT = "2026.2"   # the release after the default
 def cloud(tmp_path_factory, docker_client, built_images):
     """One deployed cloud (keystone, glance, placement) shared by the tests of this module."""
     from conftest import KollaEnv
-    built_images("mariadb", "memcached", "keystone", "toolbox", "glance", "placement")
+    built_images("mariadb", "memcached", "haproxy", "keystone", "toolbox", "glance", "placement")
     env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
     env.cleanup(docker_client)
     # rabbitmq: neither glance nor placement needs it (notifications are off).
-    env.write_globals(enable_glance=True, enable_placement=True, enable_rabbitmq=False)
+    env.write_globals(enable_glance=True, enable_placement=True, enable_rabbitmq=False, enable_haproxy=True)
     started = time.monotonic()
     env.deploy_output = env.run("deploy").stdout
     env.deploy_seconds = time.monotonic() - started
-    print(f"\ndeploy of mariadb, memcached, keystone, glance, placement: {env.deploy_seconds:.1f} s")
+    print(f"\ndeploy of mariadb, memcached, haproxy, keystone, glance, placement: {env.deploy_seconds:.1f} s")
     yield env
     env.cleanup(docker_client)
 
@@ -41,7 +45,7 @@ def started_at(docker_client, env):
 
 def openstack_as(env, user, password, *args):
     """The real client as another user of the service project (not the admin of clouds.yaml)."""
-    auth = {"OS_AUTH_URL": f"http://127.0.0.1:{env.globals['keystone_public_port']}/v3", "OS_USERNAME": user,
+    auth = {"OS_AUTH_URL": f"http://{VIP}:{env.globals['keystone_public_port']}/v3", "OS_USERNAME": user,
             "OS_PASSWORD": password, "OS_PROJECT_NAME": "service", "OS_USER_DOMAIN_NAME": "Default",
             "OS_PROJECT_DOMAIN_NAME": "Default", "OS_IDENTITY_API_VERSION": "3"}
     return subprocess.run([str(Path(sys.executable).parent / "openstack"), *args, "-f", "value"],
@@ -54,7 +58,7 @@ def test_the_catalog_lists_image_and_placement_endpoints(cloud):
     assert "glance image" in catalog and "placement placement" in catalog, catalog
     for service, port in (("image", cloud.globals["glance_api_port"]), ("placement", cloud.globals["placement_api_port"])):
         rows = cloud.openstack("endpoint", "list", "--service", service, "-c", "Interface", "-c", "URL").split()
-        assert sorted(rows) == sorted(["public", "internal", "admin"] + [f"http://127.0.0.1:{port}"] * 3), rows
+        assert sorted(rows) == sorted(["public", "internal", "admin"] + [f"http://{VIP}:{port}"] * 3), rows
 
 
 def test_registration_made_each_service_user_with_its_role(cloud):
@@ -119,7 +123,7 @@ def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud,
     # Both APIs validate tokens (keystone_authtoken): without one, no answer.
     for key, path in (("glance_api_port", "/v2/images"), ("placement_api_port", "/resource_providers")):
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(f"http://127.0.0.1:{cloud.globals[key]}{path}", timeout=10)
+            urllib.request.urlopen(f"http://{VIP}:{cloud.globals[key]}{path}", timeout=10)
         assert refused.value.code == 401, (key, refused.value.code)
     logs = cloud.root / "log"
     assert "glance" in (logs / "glance" / "glance-api.log").read_text()
@@ -172,7 +176,7 @@ def test_the_registration_script_is_idempotent_corrects_drift_and_fails_clearly(
     cloud.openstack("endpoint", "set", "--url", "http://127.0.0.1:1/wrong", endpoint, values=False)
     cloud.openstack("role", "remove", "--user", "placement", "--project", "service", "admin", values=False)
     code, out = run_registration(docker_client, job)
-    url = f"http://127.0.0.1:{cloud.globals['placement_api_port']}"
+    url = f"http://{VIP}:{cloud.globals['placement_api_port']}"
     assert code == 0 and f"public endpoint set to {url}" in out and "role admin granted to placement" in out, out
     assert cloud.openstack("endpoint", "show", endpoint, "-c", "url").strip() == url
     # Wrong admin credentials: exit 1 naming the step and keystone's answer, no secret printed.
@@ -196,6 +200,41 @@ def test_a_second_deploy_changes_nothing(cloud, docker_client):
     out = cloud.run("deploy").stdout
     assert " 0 changed, 0 failed" in out, out
     assert started_at(docker_client, cloud) == before
+
+
+def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(cloud, docker_client):
+    """Three reconfigures of keystone (a config override set, changed, removed) while a
+    client asks for tokens through the VIP: each new generation listens on the port
+    the old one did not, haproxy drains the old one before it stops, and not one
+    request fails."""
+    from kolla_salt.balancer import Runtime
+    from probes import Prober, token_request
+    haproxy = Runtime(Path(cloud.globals["kolla_state_directory"]) / "run" / cloud.name("haproxy"))
+    ports = [cloud.globals["keystone_public_port"], cloud.globals["keystone_standby_port"]]
+    override = cloud.config_dir / "config" / "keystone" / "keystone.conf"
+    override.parent.mkdir(parents=True, exist_ok=True)
+    prober = Prober(token_request(ports[0], cloud.passwords()["keystone_admin_password"], VIP), 0.02, limit=5000)
+    prober.start()
+    try:
+        for override_text in ("[DEFAULT]\nmax_param_size = 65\n", "[DEFAULT]\nmax_param_size = 66\n", None):
+            old_port = int(docker_client.containers.get(cloud.name("keystone")).labels["kolla.listen-port"])
+            if override_text:
+                override.write_text(override_text)
+            else:
+                override.unlink()
+            out = cloud.run("deploy").stdout
+            new_port = int(docker_client.containers.get(cloud.name("keystone")).labels["kolla.listen-port"])
+            assert {old_port, new_port} == set(ports), (old_port, new_port)
+            assert f"draining 127.0.0.1:{old_port} in haproxy backend keystone" in out, out
+            servers = haproxy.servers("keystone")
+            assert servers[f"127.0.0.1:{new_port}"]["status"] == "UP", servers
+            assert servers[f"127.0.0.1:{old_port}"]["status"] != "UP", servers
+    finally:
+        prober.stop()
+        override.unlink(missing_ok=True)
+    print(f"\nblue/green swaps of keystone: {prober.calls} token requests, {prober.failed} failed, "
+          f"longest gap {prober.longest_gap():.2f} s")
+    assert prober.calls >= 100 and prober.failed == 0, (prober.calls, prober.failed)
 
 
 def test_a_new_service_password_registers_again_and_glance_follows(cloud, docker_client):

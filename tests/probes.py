@@ -1,0 +1,67 @@
+"""Clients that ask a service at a steady pace and count what failed: the
+zero-failure tests and the outage benchmarks (benchmarks/common.py) use them."""
+import json
+import math
+import socket
+import threading
+import time
+import urllib.request
+
+
+class Prober(threading.Thread):
+    """Calls `probe()` every `every` s (at most `limit` times) until stopped; keeps
+    the times of its answers and counts the calls that failed or raised."""
+
+    def __init__(self, probe, every, limit=None):
+        super().__init__(daemon=True)
+        self.probe, self.every, self.limit = probe, every, limit
+        self.answers, self.failed, self.calls, self.stop_flag = [], 0, 0, threading.Event()
+
+    def run(self):
+        while not self.stop_flag.is_set() and (self.limit is None or self.calls < self.limit):
+            self.calls += 1
+            began = time.monotonic()
+            try:
+                ok = self.probe()
+            except Exception:   # any failure to get an answer is a failed call (http.client's too)
+                ok = False
+            if ok:
+                self.answers.append(time.monotonic())
+            else:
+                self.failed += 1
+            self.stop_flag.wait(max(0.0, self.every - (time.monotonic() - began)))
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join()
+
+    def longest_gap(self, start=None, end=None):
+        """The longest time without an answer (within [start, end] when given)."""
+        inside = [t for t in self.answers if (start is None or t > start) and (end is None or t < end)]
+        times = ([start] if start is not None else []) + inside + ([end] if end is not None else [])
+        return max((b - a for a, b in zip(times, times[1:])), default=math.inf)
+
+
+def memcached_answers(port, timeout=1.0):
+    """Whether memcached on loopback `port` answers `version`."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:
+        conn.sendall(b"version\r\n")
+        return conn.recv(100).startswith(b"VERSION")
+
+
+def keystone_answers(port, timeout=1.0, address="127.0.0.1"):
+    """Whether keystone on loopback `port` serves its version document."""
+    return urllib.request.urlopen(f"http://{address}:{port}/v3", timeout=timeout).status == 200
+
+
+def token_request(port, password, address="127.0.0.1", user="admin"):
+    """A probe: whether keystone issues `user` (of the default domain) a token."""
+    url = f"http://{address}:{port}/v3/auth/tokens"
+    body = json.dumps({"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": user, "domain": {"id": "default"}, "password": password}}}}}).encode()
+
+    def probe():
+        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status == 201
+    return probe
