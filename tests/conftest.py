@@ -102,6 +102,29 @@ def cleanup_prefix(client, prefix):
             volume.remove(force=True)
 
 
+TEST_NAMES = "kst"   # every container, volume and lab the tests make starts with it
+
+
+@pytest.fixture(scope="session", autouse=True)
+def leftovers_of_an_interrupted_run_removed(request):
+    """A run killed half-way (a stopped engine, a timeout) leaves its test containers
+    behind; restarted with the engine, they would hold the test ports. Only one suite
+    runs at a time (scripts/run-tests.sh holds a lock), so any test container now is
+    such a leftover. Unit tests need no engine: nothing is looked at without one."""
+    if all("tests/unit" in str(item.path) for item in request.session.items):
+        return
+    import docker
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except docker.errors.DockerException:
+        return
+    left = [c.name for c in client.containers.list(all=True) if c.name.startswith(TEST_NAMES)]
+    if left:
+        print(f"\nremoving containers an interrupted test run left: {', '.join(sorted(left))}")
+    cleanup_prefix(client, TEST_NAMES)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def salt_logging_flushed_in_time():
     """Salt keeps early log records in a deferred handler bound to the stderr pytest

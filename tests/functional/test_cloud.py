@@ -222,7 +222,8 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
                 override.write_text(override_text)
             else:
                 override.unlink()
-            out = cloud.run("deploy").stdout
+            proc = cloud.run("deploy")
+            out = proc.stdout + proc.stderr   # the swap's progress is on stderr
             new_port = int(docker_client.containers.get(cloud.name("keystone")).labels["kolla.listen-port"])
             assert {old_port, new_port} == set(ports), (old_port, new_port)
             assert f"draining 127.0.0.1:{old_port} in haproxy backend keystone" in out, out
