@@ -39,6 +39,12 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     assert current.image.tags == [f"{IMAGES}/keystone:{NEW}-source"]
     assert current.labels["kolla.generation"] == "2"
     assert NEW_MIGRATION in alembic_versions(env, docker_client)   # db_sync ran the new migration
+    # Keystone's rolling-upgrade order: expand while the old generation serves, contract
+    # once the new one does; keystone's own check then finds nothing left to do.
+    assert out.index(f"job {env.name('keystone_db_expand')} succeeded") < out.index(f"{keystone} recreated") \
+        < out.index(f"job {env.name('keystone_db_contract')} succeeded"), out
+    check = current.exec_run(["keystone-manage", "db_sync", "--check"], user="keystone")
+    assert check.exit_code == 0, check.output
     # The database image has the same content in both releases (one image, two tags):
     # the database was not restarted, and its data is there.
     assert docker_client.containers.get(env.name("mariadb")).labels["kolla.generation"] == "1"

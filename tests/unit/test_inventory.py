@@ -107,7 +107,7 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     config = yaml.safe_load(container["files"]["config.json"])
     assert config["user"] == "keystone"
     assert config["config_files"][0]["dest"] == "/etc/keystone/keystone.conf"
-    assert [j["name"] for j in keystone["jobs"]][:2] == ["t-keystone_database", "t-keystone_db_sync"]
+    assert [j["name"] for j in keystone["jobs"]][:2] == ["t-keystone_database", "t-keystone_db_expand"]
     # memcached only writes to stderr: kolla_start also copies it to its log folder.
     memcached = yaml.safe_load(pillar["services"][3]["containers"][0]["files"]["config.json"])
     assert memcached["log_file"] == "/var/log/kolla/memcached/memcached.log"
