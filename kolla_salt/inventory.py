@@ -139,6 +139,7 @@ def load_settings(config_dir, warnings=None):
         problems.append(f"{globals_file}: release '{settings['openstack_release']}' has no "
                         f"{settings['kolla_install_type']} images; set kolla_install_type to "
                         f"{'source' if release.get('source') else 'binary'}")
+    problems.extend(vip_problems(settings, globals_file))
     if problems:
         raise ValidationError(problems)
     settings["release_versions"] = release.get("source", {})
@@ -149,6 +150,23 @@ def load_settings(config_dir, warnings=None):
     settings["haproxy_runtime_directory"] = os.path.join(settings["kolla_state_directory"], "run",
                                                          settings["container_name_prefix"] + "haproxy")
     return settings
+
+
+def vip_problems(settings, globals_file):
+    if not settings["enable_keepalived"]:
+        return []
+    found = []
+    if not settings["enable_haproxy"]:
+        found.append(f"{globals_file}: key 'enable_keepalived' is true but 'enable_haproxy' is false: the VIP "
+                     f"keepalived moves is haproxy's")
+    if str(settings["kolla_internal_vip_address"]).startswith("127."):
+        found.append(f"{globals_file}: key 'kolla_internal_vip_address' is {settings['kolla_internal_vip_address']}, "
+                     f"a loopback address, which keepalived cannot share between hosts; choose an unused "
+                     f"address of the hosts' API network")
+    if not 1 <= settings["keepalived_virtual_router_id"] <= 255:
+        found.append(f"{globals_file}: key 'keepalived_virtual_router_id' must be 1-255, "
+                     f"got {settings['keepalived_virtual_router_id']}")
+    return found
 
 
 def release_tag(settings):
@@ -328,11 +346,12 @@ def _config_json(container, files):
     }, indent=2, sort_keys=True) + "\n"
 
 
-def build_services(settings, passwords, host, config_dir, minion_id="local", pins=None):
+def build_services(settings, passwords, host, config_dir, minion_id="local", pins=None, peers=None):
     """The list of enabled services for this host, each with its container specs,
     jobs and rendered config files, in tree order. Validates everything. `pins`
     (kolla_salt.pins): services that follow a release of their own, containers held
-    at a generation."""
+    at a generation. `peers`: {minion: API address} of every host (through a master;
+    haproxy fronts the services of all of them), else this host alone."""
     problems = []
     pins = pins or Pins(Path(config_dir) / "pins.yml")
     renderers = {}
@@ -355,18 +374,23 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                                 f"(services: {', '.join(sorted(known_services))})")
     prefix = settings["container_name_prefix"]
     images = discover()
-    definitions = {}
+    enabled, definitions, addresses = {}, {}, {}
     for top, service in order:
         if not settings.get(f"enable_{service}", False):
             continue
         try:
-            definition = renderer_for(service).definition(service)
+            enabled[service] = renderer_for(service).definition(service)
         except (jinja2.TemplateError, yaml.YAMLError) as error:
             problems.append(f"salt/states/kolla/{service}/defaults.yaml: {error}")
             continue
-        if any(fnmatch.fnmatch(minion_id, pattern) for pattern in host_patterns(settings, service, definition)):
-            definitions[service] = definition
-    balanced = loadbalancer_entries(definitions, host, problems) if settings["enable_haproxy"] else {}
+        patterns = host_patterns(settings, service, enabled[service])
+        if any(fnmatch.fnmatch(minion_id, pattern) for pattern in patterns):
+            definitions[service] = enabled[service]
+        # The API addresses of the hosts that run it: haproxy's servers.
+        placed = {m: a for m, a in (peers or {minion_id: host["api_interface_address"]}).items()
+                  if any(fnmatch.fnmatch(m, pattern) for pattern in patterns)}
+        addresses[service] = sorted(placed.values())
+    balanced = loadbalancer_entries(enabled, addresses, problems) if settings["enable_haproxy"] else {}
     services = []
     for top, service in order:
         if service not in definitions:
@@ -456,9 +480,9 @@ LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
                      "timeout": "optional: client and server timeout of long requests (haproxy syntax, 6h)"}
 
 
-def loadbalancer_entries(definitions, host, problems):
-    """{backend name: entry} from the `loadbalancer:` blocks of the service folders
-    placed on this host (docs/design.md: haproxy), what haproxy's config is made of:
+def loadbalancer_entries(definitions, addresses, problems):
+    """{backend name: entry} from the `loadbalancer:` blocks of the enabled service
+    folders (docs/design.md: haproxy), what haproxy's config is made of:
 
         loadbalancer:
           keystone:                      # frontend and backend name
@@ -466,7 +490,8 @@ def loadbalancer_entries(definitions, host, problems):
             listen_ports: [5000, 5001]   # on the host's API address, one per generation
             check: /v3
 
-    Each entry gets `name` and its `servers` (ADDRESS:PORT, kolla_salt.balancer)."""
+    Each entry gets `name` and its `servers` (ADDRESS:PORT, kolla_salt.balancer): both
+    ports of every address in addresses[service] (the hosts that run it)."""
     entries = {}
     for service, definition in definitions.items():
         for name, block in (definition.get("loadbalancer") or {}).items():
@@ -489,7 +514,8 @@ def loadbalancer_entries(definitions, host, problems):
             problems.extend(found)
             if not found:
                 entries[name] = {**block, "name": name, "timeout": block.get("timeout", ""),
-                                 "servers": [f"{host['api_interface_address']}:{port}" for port in ports]}
+                                 "servers": [f"{address}:{port}" for address in addresses.get(service, [])
+                                             for port in ports]}
     return entries
 
 
@@ -588,13 +614,18 @@ def load_pins(config_dir):
     return Pins.load(config_dir, {service for _, service in service_order()}, load_releases())
 
 
-def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None):
-    """Everything a host needs, under the key `kolla`."""
+def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, peer_interfaces=None):
+    """Everything a host needs, under the key `kolla`. `peer_interfaces`: {minion:
+    its interfaces} of every host a master drives (haproxy fronts all of them)."""
     settings = load_settings(config_dir, warnings)
     passwords = load_passwords(config_dir, warnings)
     host = host_facts(settings, interface_address(settings, interfaces or local_interfaces()))
+    peers = None
+    if peer_interfaces:
+        peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}
+        peers[minion_id] = host["api_interface_address"]
     pins = load_pins(config_dir)
-    services = build_services(settings, passwords, host, config_dir, minion_id, pins)
+    services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers)
     pillar = {"kolla": {"settings": {**settings, **host}, "passwords": used_passwords(passwords, services),
                         "services": services,
                         "pins": pins.describe()}}

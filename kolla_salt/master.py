@@ -99,10 +99,11 @@ class Master:
         if not accepted:
             raise KollaError(f"no minion key is accepted on the master ({self.config_dir}); nothing was changed")
         steps = placement(folder)
-        if len(accepted) > 1 and load_settings(folder)["enable_haproxy"]:
+        settings = load_settings(folder)
+        if len(accepted) > 1 and settings["enable_haproxy"] and not settings["enable_keepalived"]:
             raise ValidationError([f"{folder / 'globals.yml'}: key 'enable_haproxy' is true, but a VIP shared by "
-                                   f"several hosts needs keepalived, which kolla-salt does not deploy yet; set "
-                                   f"enable_haproxy: false (endpoints are then each service host's address)"])
+                                   f"several hosts needs keepalived: set enable_keepalived: true (and a VIP of "
+                                   f"the hosts' network), or enable_haproxy: false"])
         unplaced = [f"{folder / 'globals.yml'}: key '{step['key']}' ({', '.join(step['hosts'])}) matches no "
                     f"minion, so {step['service']} would run nowhere (minions: {', '.join(accepted)})"
                     for step in steps if not any(fnmatch.fnmatch(m, p) for m in accepted for p in step["hosts"])]
@@ -126,7 +127,8 @@ class Master:
         problems, pillars = [], {}
         for host, found in sorted(facts.items()):
             try:
-                pillars[host] = build_pillar(folder, minion_id=host, interfaces=found["interfaces"])
+                pillars[host] = build_pillar(folder, minion_id=host, interfaces=found["interfaces"],
+                                             peer_interfaces={h: f["interfaces"] for h, f in facts.items()})
             except ValidationError as error:
                 problems.extend(f"host {host}: {problem}" for problem in error.problems)
         if problems:

@@ -9,9 +9,24 @@ where each service runs (kolla:placement): no secret, no host's address.
 from kolla_salt.inventory import build_pillar, placement
 
 
+def peer_interfaces():
+    """{minion: ip4_interfaces} of every minion in the master's cache of grains (haproxy
+    on one host fronts the services of all); None under salt-call --local."""
+    if __opts__.get("file_client") == "local":
+        return None
+    import salt.cache
+    cache = salt.cache.factory(__opts__)
+    found = {}
+    for minion in cache.list("minions"):
+        grains = (cache.fetch(f"minions/{minion}", "data") or {}).get("grains") or {}
+        if grains.get("ip4_interfaces"):
+            found[minion] = grains["ip4_interfaces"]
+    return found or None
+
+
 def run():
     config_dir = __opts__.get("kolla_config_dir", "/etc/kolla-salt")
     if "run" in __opts__.get("__cli", ""):   # salt-run (or a wrapper of it, as salt-factories')
         return {"kolla": {"placement": placement(config_dir)}}
     return build_pillar(config_dir, minion_id=__opts__["id"],
-                        interfaces=__grains__.get("ip4_interfaces") or None)
+                        interfaces=__grains__.get("ip4_interfaces") or None, peer_interfaces=peer_interfaces())

@@ -60,7 +60,7 @@ def test_bad_loadbalancer_entries_are_refused_naming_the_folder_and_key():
     definitions = {"svc": {"loadbalancer": {"svc": {"port": 80, "listen_ports": [81, 81], "check": "v1",
                                                     "weight": 3},
                                             "other": {"listen_ports": [1, 2], "check": "/"}}}}
-    assert loadbalancer_entries(definitions, {"api_interface_address": "127.0.0.1"}, problems) == {}
+    assert loadbalancer_entries(definitions, {"svc": ["127.0.0.1"]}, problems) == {}
     where = "salt/states/kolla/svc/defaults.yaml: loadbalancer"
     assert f"{where}.svc.listen_ports: expected two different port numbers, got [81, 81]" in problems
     assert f"{where}.svc.check: expected a path starting with /, got 'v1'" in problems
@@ -77,3 +77,39 @@ def test_a_blue_green_spec_needs_two_ports_a_backend_and_an_address():
     with pytest.raises(ValidationError, match="where.listen: only a blue-green swap listens on two ports"):
         ContainerSpec.from_dict({"name": "api", "image": "i", "swap": "overlap",
                                  "listen": {"backend": "api", "address": "a", "ports": [1, 2]}}, "where")
+
+
+def lab_pillar(folder, minion, **globals_):
+    """The pillar of one of three hosts a master drives (addresses as the lab's)."""
+    peers = {f"host{n}": {"eth0": [f"198.18.0.1{n}"]} for n in (1, 2, 3)}
+    operator_folder(folder, network_interface="eth0", enable_keepalived=True,
+                    kolla_internal_vip_address="198.18.0.10", **globals_)
+    return build_pillar(folder, minion_id=minion, interfaces=peers[minion], peer_interfaces=peers)["kolla"]
+
+
+def test_haproxy_on_every_control_host_fronts_the_hosts_that_run_each_service(tmp_path):
+    pillar = lab_pillar(tmp_path, "host2", roles={"control": ["host*"], "compute": ["host*"], "network": ["host*"],
+                                                  "storage": ["host*"], "keystone": ["host1", "host3"]})
+    found = {s["name"]: s for s in pillar["services"]}
+    assert "keystone" not in found and {"haproxy", "keepalived"} <= set(found)
+    config = found["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
+    keystone = config.split("\nbackend keystone\n")[1].split("\nfrontend")[0]
+    assert [line.split()[1] for line in keystone.splitlines() if line.strip().startswith("server")] == [
+        "198.18.0.11:5000", "198.18.0.11:5001", "198.18.0.13:5000", "198.18.0.13:5001"]
+    assert "bind 198.18.0.10:5000" in config
+    keepalived = found["keepalived"]["containers"][0]
+    assert "198.18.0.10/32 dev eth0" in keepalived["files"]["keepalived.conf"]
+    assert "virtual_router_id 51" in keepalived["files"]["keepalived.conf"]
+    spec = ContainerSpec.from_dict(keepalived["spec"], "keepalived")
+    assert spec.cap_add == ("NET_ADMIN", "NET_BROADCAST", "NET_RAW") and not spec.privileged
+    assert set(spec.reasons) == {"net", "NET_ADMIN", "NET_BROADCAST", "NET_RAW"}
+
+
+def test_keepalived_needs_a_vip_it_can_share_and_haproxy(tmp_path):
+    operator_folder(tmp_path, enable_keepalived=True, enable_haproxy=False, keepalived_virtual_router_id=300)
+    with pytest.raises(ValidationError) as error:
+        services(tmp_path)
+    problems = "\n".join(error.value.problems)
+    assert "key 'enable_keepalived' is true but 'enable_haproxy' is false" in problems
+    assert "key 'kolla_internal_vip_address' is 127.0.0.10, a loopback address" in problems
+    assert "key 'keepalived_virtual_router_id' must be 1-255, got 300" in problems
