@@ -12,13 +12,13 @@ from kolla_salt.inventory import build_pillar, placement
 def peer_interfaces():
     """{minion: ip4_interfaces} of every minion in the master's cache of grains (haproxy
     on one host fronts the services of all); None under salt-call --local."""
-    if __opts__.get("file_client") == "local":
+    if __opts__.get("__role") != "master":   # salt-call --local compiles its own
         return None
     import salt.cache
     cache = salt.cache.factory(__opts__)
     found = {}
-    for minion in cache.list("minions"):
-        grains = (cache.fetch(f"minions/{minion}", "data") or {}).get("grains") or {}
+    for minion in cache.list("grains"):   # Salt 3008's bank of the minions' grains
+        grains = cache.fetch("grains", minion) or {}
         if grains.get("ip4_interfaces"):
             found[minion] = grains["ip4_interfaces"]
     return found or None
