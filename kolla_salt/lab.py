@@ -230,8 +230,9 @@ class Lab:
         (folder / "globals.yml").write_text(
             "# The lab's globals.yml: every host's API address is its eth0 (lab/topology.yml),\n"
             "# and hosts pull their images from the lab's registry, plain HTTP\n"
-            "# (`kolla-salt --lab NAME build --push` puts them there). No haproxy yet:\n"
-            "# a VIP shared by the hosts needs keepalived.\n"
+            "# (`kolla-salt --lab NAME build --push` puts them there). haproxy is off: for\n"
+            "# the VIP set enable_haproxy and enable_keepalived to true and\n"
+            "# kolla_internal_vip_address to 198.18.0.10 (a lab address no host has).\n"
             + yaml.safe_dump({"network_interface": "eth0", "docker_registry": self.registry,
                               "docker_registry_insecure": True, "enable_haproxy": False}))
         run(SALT_BIN / "kolla-salt", "--config-dir", folder, "genpwd")

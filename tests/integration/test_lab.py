@@ -112,7 +112,7 @@ def cloud(hosts):
     globals_file = Path(lab_.config_dir()) / "globals.yml"
     settings = yaml.safe_load(globals_file.read_text())
     assert settings == {"network_interface": "eth0", "docker_registry": "198.18.0.1:5000",
-                        "docker_registry_insecure": True}
+                        "docker_registry_insecure": True, "enable_haproxy": False}
     settings["roles"] = {"control": ["host1"], "compute": ["host2", "host3"], "memcached": ["*"]}
     # keystone is what these tests use across hosts; glance and placement have their own (test_cloud.py)
     settings.update(enable_glance=False, enable_placement=False)
@@ -311,6 +311,91 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
     assert sorted(c.name for c in engine(hosts[2]).containers.list(all=True)) == ["cron"]
     seen = json.loads(cloud["lab"].salt("salt", "host3", "pillar.item", "kolla", "--out=json").stdout)
     assert len(seen["host3"]["kolla"]["services"]) == 1
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
+VIP = "198.18.0.10"
+# Asks keystone's version document through the VIP every 50 ms for ARGV[1] seconds, in a
+# lab host's namespace; prints what tests/probes.py's Prober counted.
+VIP_PROBE = f"""
+import json, sys, time
+sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+from probes import Prober, keystone_answers
+prober = Prober(lambda: keystone_answers(5000, 1.0, {VIP!r}), 0.05, limit=2000)
+prober.start()
+time.sleep(float(sys.argv[1]))
+prober.stop()
+print(json.dumps({{"sent": prober.calls, "failed": prober.failed, "answers": prober.answers,
+                  "gap": prober.longest_gap()}}))
+"""
+
+
+def vip_holders(hosts):
+    return [h["name"] for h in hosts if f"inet {VIP}/" in subprocess.run(
+        ["ip", "-n", h["namespace"], "-4", "-o", "addr", "show", "dev", "eth0"], capture_output=True, text=True).stdout]
+
+
+def one_holder(hosts, other_than=None, timeout=15):
+    """The one host holding the VIP (other than `other_than`), and how long it took."""
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        holders = vip_holders(hosts)
+        if len(holders) == 1 and holders[0] != other_than:
+            return holders[0], time.monotonic() - began
+        time.sleep(0.1)
+    raise AssertionError(f"VIP holders after {timeout} s: {vip_holders(hosts)} (was {other_than})")
+
+
+def test_the_vip_moves_when_its_holder_loses_keepalived_haproxy_or_its_link(hosts, cloud):
+    """haproxy and keepalived on all three hosts, keystone on host1 behind the VIP: the
+    VIP moves to one other host when its holder's keepalived stops, its haproxy stops,
+    its keepalived is killed (the VIP it leaves is removed when Docker restarts it) or its
+    link goes down, and a client on another host is answered through the VIP again."""
+    by_name = {h["name"]: h for h in hosts}
+    settings = dict(cloud["settings"], enable_haproxy=True, enable_keepalived=True, kolla_internal_vip_address=VIP,
+                    roles={**cloud["settings"]["roles"], "haproxy": ["*"], "keepalived": ["*"]})
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    kolla("deploy")
+    assert f"{VIP}:5000" in (Path(cloud["lab"].config_dir()) / "clouds.yaml").read_text()
+    holder, _ = one_holder(hosts)
+
+    def fault(name, act, undo):
+        nonlocal holder
+        if name == "link down" and holder == "host1":   # keystone's host: move the VIP off it first
+            engine(by_name["host1"]).containers.get("keepalived").stop()
+            holder, _ = one_holder(hosts, other_than="host1")
+            engine(by_name["host1"]).containers.get("keepalived").start()
+        client = next(h for h in hosts if h["name"] not in (holder, "host1"))
+        probe = subprocess.Popen(["ip", "netns", "exec", client["namespace"], sys.executable, "-c", VIP_PROBE, "12"],
+                                 stdout=subprocess.PIPE, text=True)
+        time.sleep(2)
+        act(by_name[holder])
+        faulted_at = time.monotonic()
+        new, took = one_holder(hosts, other_than=holder)
+        seen = json.loads(probe.communicate(timeout=60)[0])
+        undo(by_name[holder])
+        print(f"\n{name} on {holder}: VIP on {new} after {took:.1f} s; {seen['sent']} requests, "
+              f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
+        assert any(t > faulted_at + took for t in seen["answers"]), seen   # answered through the new holder
+        holder = new
+
+    def container(name, action):
+        return lambda host: getattr(engine(host).containers.get(name), action)()
+
+    def kill_keepalived(host):
+        """SIGKILL to keepalived itself (a crash): Docker restarts the container."""
+        top = engine(host).containers.get("keepalived").top(ps_args="-eo pid,comm")
+        os.kill(int(next(p[0] for p in top["Processes"] if p[1] == "keepalived")), signal.SIGKILL)
+
+    def link(state):
+        return lambda host: subprocess.run(["ip", "-n", host["namespace"], "link", "set", "eth0", state], check=True)
+
+    fault("keepalived stopped", container("keepalived", "stop"), container("keepalived", "start"))
+    fault("haproxy stopped", container("haproxy", "stop"), container("haproxy", "start"))
+    fault("keepalived killed", kill_keepalived, lambda host: None)
+    fault("link down", link("down"), link("up"))
+    time.sleep(3)
+    assert len(vip_holders(hosts)) == 1
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
