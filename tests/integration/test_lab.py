@@ -315,19 +315,26 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
 
 
 VIP = "198.18.0.10"
-# Asks keystone's version document through the VIP every 50 ms for ARGV[1] seconds, in a
-# lab host's namespace; prints what tests/probes.py's Prober counted.
+# Asks keystone's version document through the VIP every 50 ms, in a lab host's
+# namespace, until its stdin closes (at most 2000 times); prints what
+# tests/probes.py's Prober counted.
 VIP_PROBE = f"""
-import json, sys, time
+import json, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
 from probes import Prober, keystone_answers
 prober = Prober(lambda: keystone_answers(5000, 1.0, {VIP!r}), 0.05, limit=2000)
 prober.start()
-time.sleep(float(sys.argv[1]))
+sys.stdin.read()
 prober.stop()
 print(json.dumps({{"sent": prober.calls, "failed": prober.failed, "answers": prober.answers,
                   "gap": prober.longest_gap()}}))
 """
+
+
+def vip_client(host):
+    """A client of the VIP on `host`; .communicate(input="") ends it and returns its figures."""
+    return subprocess.Popen(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", VIP_PROBE],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
 
 def vip_holders(hosts):
@@ -365,14 +372,13 @@ def test_the_vip_moves_when_its_holder_loses_keepalived_haproxy_or_its_link(host
             engine(by_name["host1"]).containers.get("keepalived").stop()
             holder, _ = one_holder(hosts, other_than="host1")
             engine(by_name["host1"]).containers.get("keepalived").start()
-        client = next(h for h in hosts if h["name"] not in (holder, "host1"))
-        probe = subprocess.Popen(["ip", "netns", "exec", client["namespace"], sys.executable, "-c", VIP_PROBE, "12"],
-                                 stdout=subprocess.PIPE, text=True)
+        probe = vip_client(next(h for h in hosts if h["name"] not in (holder, "host1")))
         time.sleep(2)
         act(by_name[holder])
         faulted_at = time.monotonic()
         new, took = one_holder(hosts, other_than=holder)
-        seen = json.loads(probe.communicate(timeout=60)[0])
+        time.sleep(3)
+        seen = json.loads(probe.communicate(input="", timeout=60)[0])
         undo(by_name[holder])
         print(f"\n{name} on {holder}: VIP on {new} after {took:.1f} s; {seen['sent']} requests, "
               f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
@@ -397,6 +403,29 @@ def test_the_vip_moves_when_its_holder_loses_keepalived_haproxy_or_its_link(host
     time.sleep(3)
     assert len(vip_holders(hosts)) == 1
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
+def test_keystone_is_replaced_behind_the_vip_without_a_failed_request(hosts, cloud):
+    """A keystone reconfigure on host1 (a config override) while a client on another
+    host asks through the VIP: blue/green on host1, drained in host1's haproxy; the
+    other hosts' haproxies retry a request the old port refuses on the new one."""
+    holder = vip_holders(hosts)
+    override = Path(cloud["lab"].config_dir()) / "config" / "keystone" / "keystone.conf"
+    override.parent.mkdir(parents=True, exist_ok=True)
+    client = next(h for h in hosts if h["name"] != "host1")
+    generation = int(engine(hosts[0]).containers.get("keystone").labels["kolla.generation"])
+    probe = vip_client(client)
+    try:
+        time.sleep(1)
+        override.write_text("[DEFAULT]\nmax_param_size = 65\n")
+        kolla("deploy")
+    finally:
+        seen = json.loads(probe.communicate(input="", timeout=120)[0])
+        override.unlink()
+    print(f"\nkeystone replaced on host1, VIP on {holder}, client on {client['name']}: {seen['sent']} requests, "
+          f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
+    assert int(engine(hosts[0]).containers.get("keystone").labels["kolla.generation"]) == generation + 1
+    assert seen["sent"] >= 100 and seen["failed"] == 0, seen
 
 
 def test_lab_down_leaves_nothing_behind(hosts):
