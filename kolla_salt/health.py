@@ -388,7 +388,7 @@ class HealthTracker:
         verdict = judge(result, evidence, track.usual, self.pressure_limit)
         track.detail = result.detail
         if verdict == "ok" and track.slow and result.duration > item.timeout:
-            return []                # passes only with the longer timeout: still slow
+            verdict = "slow"         # passes only with the longer timeout: still slow, and it counts
         if verdict == "ok":
             if not result.timed_out and result.duration > 0:
                 track.usual = result.duration if not track.usual else 0.8 * track.usual + 0.2 * result.duration

@@ -93,7 +93,11 @@ def test_a_service_slow_on_a_loaded_host_is_reported_slow_and_not_restarted(
     with host_load(60, health_dir):
         time.sleep(3)   # the load is on
         assert container.exec_run(["touch", SLOW_MARKER]).exit_code == 0
-        wait_until(lambda: bus.tags(f"{spec.name}/slow"), 30, what="the beacon's slow event")
+        try:
+            wait_until(lambda: bus.tags(f"{spec.name}/slow"), 30, what="the beacon's slow event")
+        except AssertionError as missed:
+            raise AssertionError(f"{missed}; events: {[(t, d) for _, t, d in bus.events][-12:]}; "
+                                 f"status: {health_loop(settings)}") from None
         wait_until(lambda: health_loop(settings)["restarts"].get(spec.name, {}).get("state") == "slow", 10,
                    what="status reporting it slow")
         time.sleep(15)  # slow all along: several checks, none counted

@@ -594,6 +594,13 @@ def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
                          [(late_pass, health.Evidence())] * 2 +
                          [(CheckResult(True, "healthy", duration=0.1), health.Evidence())])
     assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (5, "memcached/healthy")]
+    # One check timed out, the next ones pass only with the longer timeout: slow all
+    # along, so it is reported slow once that lasts (the threshold), never left unsaid.
+    tracker = HealthTracker(threshold=2, remind=0, slow_factor=3)
+    events = observe_all(tracker, [(OK, health.Evidence()), (timed_out(2), health.Evidence(**LOADED))] +
+                         [(late_pass, health.Evidence())] * 3 +
+                         [(CheckResult(True, "healthy", duration=0.1), health.Evidence())])
+    assert [(i, tag) for i, tag, _ in events] == [(2, "memcached/slow"), (5, "memcached/healthy")]
 
 
 def test_status_reads_the_beacons_judgement_without_a_daemon_as_under_a_master(tmp_path):
