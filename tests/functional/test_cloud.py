@@ -203,10 +203,10 @@ def test_a_second_deploy_changes_nothing(cloud, docker_client):
 
 
 def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(cloud, docker_client):
-    """Three reconfigures of keystone (a config override set, changed, removed) while a
+    """Two reconfigures of keystone (a config override set, then removed) while a
     client asks for tokens through the VIP: each new generation listens on the port
-    the old one did not, haproxy drains the old one before it stops, and not one
-    request fails."""
+    the old one did not (there and back), haproxy drains the old one before it
+    stops, and not one request fails."""
     from kolla_salt.balancer import Runtime
     from probes import Prober, token_request
     haproxy = Runtime(Path(cloud.globals["kolla_state_directory"]) / "run" / cloud.name("haproxy"))
@@ -216,7 +216,7 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
     prober = Prober(token_request(ports[0], cloud.passwords()["keystone_admin_password"], VIP), 0.02, limit=5000)
     prober.start()
     try:
-        for override_text in ("[DEFAULT]\nmax_param_size = 65\n", "[DEFAULT]\nmax_param_size = 66\n", None):
+        for override_text in ("[DEFAULT]\nmax_param_size = 65\n", None):
             old_port = int(docker_client.containers.get(cloud.name("keystone")).labels["kolla.listen-port"])
             if override_text:
                 override.write_text(override_text)
