@@ -353,6 +353,18 @@ def one_holder(hosts, other_than=None, timeout=15):
     raise AssertionError(f"VIP holders after {timeout} s: {vip_holders(hosts)} (was {other_than})")
 
 
+def vip_off(hosts, name):
+    """Moves the VIP off host `name` (its keepalived stopped, then started: with
+    nopreempt it does not take the VIP back); returns the holder."""
+    holder, _ = one_holder(hosts)
+    if holder == name:
+        keepalived = engine(next(h for h in hosts if h["name"] == name)).containers.get("keepalived")
+        keepalived.stop()
+        holder, _ = one_holder(hosts, other_than=name)
+        keepalived.start()
+    return holder
+
+
 def test_the_vip_moves_when_its_holder_loses_keepalived_haproxy_or_its_link(hosts, cloud):
     """haproxy and keepalived on all three hosts, keystone on host1 behind the VIP: the
     VIP moves to one other host when its holder's keepalived stops, its haproxy stops,
@@ -368,10 +380,8 @@ def test_the_vip_moves_when_its_holder_loses_keepalived_haproxy_or_its_link(host
 
     def fault(name, act, undo):
         nonlocal holder
-        if name == "link down" and holder == "host1":   # keystone's host: move the VIP off it first
-            engine(by_name["host1"]).containers.get("keepalived").stop()
-            holder, _ = one_holder(hosts, other_than="host1")
-            engine(by_name["host1"]).containers.get("keepalived").start()
+        if name == "link down":   # not keystone's host
+            holder = vip_off(hosts, "host1")
         probe = vip_client(next(h for h in hosts if h["name"] not in (holder, "host1")))
         time.sleep(2)
         act(by_name[holder])
@@ -407,9 +417,10 @@ def test_the_vip_moves_when_its_holder_loses_keepalived_haproxy_or_its_link(host
 
 def test_keystone_is_replaced_behind_the_vip_without_a_failed_request(hosts, cloud):
     """A keystone reconfigure on host1 (a config override) while a client on another
-    host asks through the VIP: blue/green on host1, drained in host1's haproxy; the
-    other hosts' haproxies retry a request the old port refuses on the new one."""
-    holder = vip_holders(hosts)
+    host asks through the VIP, held by a host other than keystone's: the swap drains
+    host1's haproxy, not the VIP holder's, whose haproxy retries a request the old
+    port refuses or resets on the new one."""
+    holder = vip_off(hosts, "host1")
     override = Path(cloud["lab"].config_dir()) / "config" / "keystone" / "keystone.conf"
     override.parent.mkdir(parents=True, exist_ok=True)
     client = next(h for h in hosts if h["name"] != "host1")
