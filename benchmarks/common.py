@@ -34,8 +34,9 @@ class BenchEnv:
         self.globals = {"container_name_prefix": prefix, "node_config_directory": str(self.root / "etc"),
                         "kolla_state_directory": str(self.root / "state"),
                         "kolla_log_directory": str(self.root / "log"), "enable_health_loop": False,
-                        # keystone's figures need no glance or placement; deploy_time.py takes the whole AIO
-                        "enable_glance": False, "enable_placement": False,
+                        # keystone's figures need no glance or placement, and they ask keystone on its own
+                        # port (no haproxy); deploy_time.py and rolling_upgrade.py say what they want
+                        "enable_glance": False, "enable_placement": False, "enable_haproxy": False,
                         **({"docker_namespace": NAMESPACE} if NAMESPACE else {}), **PORTS, **globals_}
         self.write_globals()
         self.run("genpwd")

@@ -11,7 +11,7 @@ def main():
     if "--help" in sys.argv:
         print(__doc__)
         return
-    env = BenchEnv("kbench-deploy-", enable_glance=True, enable_placement=True)   # the default AIO
+    env = BenchEnv("kbench-deploy-", enable_glance=True, enable_placement=True, enable_haproxy=True)   # the default AIO
     try:
         env.run("build")
         first = env.timed("deploy")
