@@ -73,7 +73,6 @@ class Runtime:
     def wait(self, backend, server, done, what, timeout):
         """Polls the server's row until done(row) is true; BalancerError after timeout s."""
         deadline = time.monotonic() + timeout
-        row = None
         while True:
             row = self.servers(backend).get(server)
             if row is None:
