@@ -19,7 +19,7 @@ import urllib.request
 
 import docker
 
-from common import BenchEnv, Prober, token_request
+from common import BenchEnv, Prober, token_issue, token_request
 from kolla_salt.inventory import default_settings
 
 INTERVAL = 0.02
@@ -34,16 +34,6 @@ def projects_listed(address, port, token):
     return probe
 
 
-def admin_token(address, port, password):
-    body = json.dumps({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-        "name": "admin", "domain": {"id": "default"}, "password": password}}},
-        "scope": {"project": {"name": "admin", "domain": {"id": "default"}}}}}).encode()
-    request = urllib.request.Request(f"http://{address}:{port}/v3/auth/tokens", body,
-                                     {"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return answer.headers["X-Subject-Token"]
-
-
 def run_mode(client, haproxy, rounds, listers, extra_tags):
     env = BenchEnv("kbench-rolling-", enable_rabbitmq=False, enable_haproxy=haproxy)
     try:
@@ -53,7 +43,8 @@ def run_mode(client, haproxy, rounds, listers, extra_tags):
         # What clouds.yaml says: the VIP behind haproxy, the host's (loopback) address without.
         address = default_settings()["kolla_internal_vip_address"] if haproxy else "127.0.0.1"
         password = env.passwords()["keystone_admin_password"]
-        token = admin_token(address, port, password)
+        with token_issue(port, password, address, project="admin", timeout=10) as answer:
+            token = answer.headers["X-Subject-Token"]
         probers = [Prober(token_request(port, password, address), INTERVAL, limit=100000)]
         probers += [Prober(projects_listed(address, port, token), INTERVAL, limit=100000) for _ in range(listers)]
         image = client.containers.get(env.prefix + "keystone").image

@@ -93,13 +93,19 @@ def passes_check(container, spec):
         return False
 
 
+def listen_port(container, listen):
+    """The port a blue-green container listens on (one from before blue-green, or
+    created before the label, listens on the first of `listen.ports`)."""
+    return int(container.labels.get(LABEL_LISTEN_PORT) or listen["ports"][0])
+
+
 def _other_listen_port(spec, old):
     """The port of a new blue-green generation: the one of its two the old one does not
-    listen on (one from before blue-green listened on the first)."""
+    listen on."""
     if not spec.listen:
         return None
     ports = spec.listen["ports"]
-    return ports[1] if old.labels.get(LABEL_LISTEN_PORT, str(ports[0])) == str(ports[0]) else ports[0]
+    return ports[1] if listen_port(old, spec.listen) == ports[0] else ports[0]
 
 
 def _serve_under_name(container, name):
@@ -484,8 +490,7 @@ class ContainerManager:
         listen = declared_spec(container.labels).get("listen")
         if not listen or self.balancer is None or not self.balancer.available():
             return None
-        port = container.labels.get(LABEL_LISTEN_PORT) or listen["ports"][0]
-        return listen["backend"], server_name(listen["address"], port)
+        return listen["backend"], server_name(listen["address"], listen_port(container, listen))
 
     def _take_traffic(self, container):
         """A healthy blue-green generation gets requests: its server is made ready and

@@ -30,7 +30,7 @@ from .errors import ValidationError
 from .merge import merge
 from .pins import Pins
 from .releases import load_releases
-from .spec import ContainerSpec
+from .spec import ContainerSpec, port_pair_problems
 
 def _read_yaml(path, problems, kind=dict):
     try:
@@ -504,12 +504,11 @@ def loadbalancer_entries(definitions, addresses, problems):
             found += [f"{where}.{key}: unknown key (known: {', '.join(LOADBALANCER_KEYS)})"
                       for key in block if key not in LOADBALANCER_KEYS]
             ports = block.get("listen_ports")
-            if ports is not None and not (isinstance(ports, list) and len(ports) == 2 and len(set(ports)) == 2
-                                          and all(isinstance(p, int) for p in ports)):
-                found.append(f"{where}.listen_ports: expected two different port numbers, got {ports!r}")
+            if ports is not None:
+                found += port_pair_problems(ports, f"{where}.listen_ports")
             if name in entries:
                 found.append(f"{where}: another service already has a loadbalancer entry '{name}'")
-            if str(block.get("check", "/")).startswith("/") is False:
+            if not str(block.get("check", "/")).startswith("/"):
                 found.append(f"{where}.check: expected a path starting with /, got {block['check']!r}")
             problems.extend(found)
             if not found:

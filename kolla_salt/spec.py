@@ -9,7 +9,7 @@ engine adds a field, and a readable diff for the operator.
 """
 import hashlib
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 
 from .errors import ValidationError
 
@@ -222,7 +222,7 @@ class ContainerSpec:
                 value = list(value)
             elif isinstance(value, dict):
                 value = json.loads(json.dumps(value, sort_keys=True))
-            if f.name in ADDED_LATER and value == f.default:
+            if f.name in ADDED_LATER and value == (f.default if f.default is not MISSING else f.default_factory()):
                 continue
             out[f.name] = value
         return out
@@ -239,15 +239,21 @@ class ContainerSpec:
         return tuple(v.split(":")[0] for v in self.volumes if not v.startswith("/"))
 
 
+def port_pair_problems(ports, where):
+    """The two ports a blue-green service listens on in turn (a spec's listen.ports, a
+    service folder's loadbalancer listen_ports): two different port numbers."""
+    if isinstance(ports, list) and len(ports) == 2 and ports[0] != ports[1] and all(
+            isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in ports):
+        return []
+    return [f"{where}: expected two different port numbers, got {ports!r}"]
+
+
 def _listen_problems(listen, swap, where):
     if swap != "blue-green":
         return [f"{where}: only a blue-green swap listens on two ports (swap is '{swap}')"]
     problems = [f"{where}.{key}: required" for key in ("backend", "address", "ports") if not listen.get(key)]
-    ports = listen.get("ports")
-    if ports is not None and (not isinstance(ports, list) or len(ports) != 2 or len(set(map(str, ports))) != 2
-                              or not all(isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536
-                                         for p in ports)):
-        problems.append(f"{where}.ports: expected two different port numbers, got {ports!r}")
+    if listen.get("ports") is not None:
+        problems.extend(port_pair_problems(listen["ports"], f"{where}.ports"))
     unknown = sorted(set(listen) - {"backend", "address", "ports"})
     if unknown:
         problems.append(f"{where}: unknown keys {', '.join(unknown)} (known: address, backend, ports)")

@@ -54,14 +54,21 @@ def keystone_answers(port, timeout=1.0, address="127.0.0.1"):
     return urllib.request.urlopen(f"http://{address}:{port}/v3", timeout=timeout).status == 200
 
 
+def token_issue(port, password, address="127.0.0.1", user="admin", project=None, timeout=5):
+    """Asks keystone for a token for `user` (default domain; scoped to `project` when
+    given); its answer (status 201, the token in X-Subject-Token)."""
+    auth = {"identity": {"methods": ["password"], "password": {"user": {
+        "name": user, "domain": {"id": "default"}, "password": password}}}}
+    if project:
+        auth["scope"] = {"project": {"name": project, "domain": {"id": "default"}}}
+    request = urllib.request.Request(f"http://{address}:{port}/v3/auth/tokens", json.dumps({"auth": auth}).encode(),
+                                     {"Content-Type": "application/json"})
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
 def token_request(port, password, address="127.0.0.1", user="admin"):
     """A probe: whether keystone issues `user` (of the default domain) a token."""
-    url = f"http://{address}:{port}/v3/auth/tokens"
-    body = json.dumps({"auth": {"identity": {"methods": ["password"], "password": {"user": {
-        "name": user, "domain": {"id": "default"}, "password": password}}}}}).encode()
-
     def probe():
-        request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=5) as answer:
+        with token_issue(port, password, address, user) as answer:
             return answer.status == 201
     return probe
