@@ -102,7 +102,8 @@ def cleanup_prefix(client, prefix):
             volume.remove(force=True)
 
 
-TEST_NAMES = "kst"   # every container, volume and lab the tests make starts with it
+# Every container and volume the tests make starts with one of these (health_helpers: kshealth).
+TEST_NAMES = ("kst", "kshealth")
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -122,7 +123,7 @@ def leftovers_of_an_interrupted_run_removed(request):
     left = [c.name for c in client.containers.list(all=True) if c.name.startswith(TEST_NAMES)]
     if left:
         print(f"\nremoving containers an interrupted test run left: {', '.join(sorted(left))}")
-    cleanup_prefix(client, TEST_NAMES)
+    cleanup_prefix(client, TEST_NAMES)   # str.startswith takes the tuple
 
 
 @pytest.fixture(scope="session", autouse=True)
