@@ -225,6 +225,8 @@ def cmd_deploy(args):
         pillars = args.master.pillars(facts)
         names = _selected_names(pillars, args.services)
         _check_through_master(pillars, facts, names, args.allow_release_jump)
+        if not names or "mariadb" in names:
+            args.master.check_galera(facts)
         return _orchestrate(args, "kolla.deploy", pillars, names)
     return _deploy(args, _validated_pillar(args))
 
@@ -244,7 +246,7 @@ def _orchestrate(args, sls, pillars, names, extra_pillar=None):
     """deploy/upgrade through a salt-master, after its preflight: walks the set tree
     across hosts (`pillars`: what each host gets, validated)."""
     from .inventory import load_pins
-    from .master import host_returns
+    from .master import host_returns, step_failure
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
     for host, pillar in sorted(pillars.items()):
         print(f"[{command}] {host}: " + (", ".join(s["name"] for s in pillar["kolla"]["services"]
@@ -260,9 +262,10 @@ def _orchestrate(args, sls, pillars, names, extra_pillar=None):
         for host, states in sorted(host_returns(step).items()):
             host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
             changed, failed = changed + host_changed, failed + host_failed
-        if step.get("result") is False:
+        failure = step_failure(step)
+        if failure:
             failed += 1
-            print(f"FAILED  {step.get('name')}: {step.get('comment')}")
+            print(f"FAILED  {step.get('name')}: {failure}")
     print(f"[{command}] {len(steps)} step(s) on {len(pillars)} host(s): {changed} changed, {failed} failed")
     ok = ok and failed == 0
     if not args.test:
@@ -691,6 +694,36 @@ def cmd_destroy(args):
             print(f"[destroy] removed volume {name}")
 
 
+def cmd_mariadb_recovery(args):
+    """Brings a Galera cluster back after every member stopped: finds the member with
+    the highest committed position, bootstraps from it, rejoins the others one at a
+    time (salt/_runners/kolla_galera.py)."""
+    if not args.master:
+        raise ValidationError(["mariadb-recovery: Galera runs on several hosts; give --master DIR or --lab NAME"])
+    members, step = args.master.members("mariadb", args.master.preflight())
+    if len(members) < 2:
+        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on {', '.join(members) or 'no host'}: "
+                               f"a Galera cluster needs at least 2 hosts (roles.mariadb or the control role)"])
+    print(f"[mariadb-recovery] stopping the members on {', '.join(members)}, reading their committed positions",
+          flush=True)
+    ok, result = args.master.run("kolla_galera.recover", target=step["target"])
+    result = result if isinstance(result, dict) else {"error": str(result)}
+    for host, found in sorted((result.get("positions") or {}).items()):
+        print(f"[mariadb-recovery] {host}: " + (f"seqno {found['seqno']} of cluster {found['uuid']}"
+                                                if found.get("data") else "no data"))
+    if result.get("plan"):
+        print(f"[mariadb-recovery] bootstrapping from {result['plan']['bootstrap']}, then "
+              f"{', '.join(result['plan']['order'][1:])} one at a time")
+    failed = 0
+    for host, states in sorted((result.get("ret") or {}).items()):
+        failed += summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))[1]
+    if result.get("error") or not ok:
+        print(f"[mariadb-recovery] FAILED: {result.get('error') or 'salt-run kolla_galera.recover failed'}")
+        return 1
+    print(f"[mariadb-recovery] the cluster is back: {len(members)} members Synced in {result.get('seconds')} s")
+    return 0 if failed == 0 else 1
+
+
 def cmd_lab(args):
     """The lab of hosts on one machine (kolla_salt.lab)."""
     from .lab import Lab
@@ -777,6 +810,8 @@ def build_parser():
     p = add("destroy", cmd_destroy, "remove all managed containers (asks first; keeps volumes)")
     p.add_argument("--remove-volumes", action="store_true", help="also remove named volumes and their data")
     p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
+    add("mariadb-recovery", cmd_mariadb_recovery, "after every Galera member stopped: bootstrap from the member "
+        "with the highest committed position and rejoin the others one at a time (through a master)")
     p = add("lab", cmd_lab, "a lab of hosts on one machine: network namespaces with their own Docker "
                             "engines and salt-minions, a salt-master and a registry (a test bed)")
     p.add_argument("action", choices=("up", "down", "status"),
@@ -788,7 +823,7 @@ def build_parser():
     return parser
 
 
-THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback")
+THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "mariadb-recovery")
 
 
 def _through_master(args):

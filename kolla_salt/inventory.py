@@ -274,17 +274,19 @@ def host_patterns_and_key(settings, service, definition):
 
 def placement(config_dir):
     """Where each enabled service runs, in tree order: [{service, set, hosts (patterns),
-    key (in globals.yml), target (a Salt compound target)}]. What a master's orchestration walks; it holds no
+    key (in globals.yml), target (a Salt compound target), rollout (the runner that
+    deploys it across hosts instead of a plain state run, or None)}]. What a master's orchestration walks; it holds no
     secret and no host's address."""
     settings = load_settings(config_dir)
     renderer = ServiceRenderer(settings, load_passwords(config_dir), host_facts(settings, "0.0.0.0"))
     steps = []
     for top, service in service_order():
         if settings.get(f"enable_{service}", False):
-            hosts, key = host_patterns_and_key(settings, service, renderer.definition(service))
+            definition = renderer.definition(service)
+            hosts, key = host_patterns_and_key(settings, service, definition)
             if hosts:   # placed on no host: nothing to deploy
                 steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
-                              "target": " or ".join(hosts)})
+                              "target": " or ".join(hosts), "rollout": definition.get("rollout")})
     return steps
 
 
@@ -416,7 +418,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             for cfg in container.get("config_files", []):
                 name = cfg["template"].removesuffix(".j2")
                 try:
-                    text = renderer.template(service, cfg["template"], loadbalancer=list(balanced.values()))
+                    text = renderer.template(service, cfg["template"], loadbalancer=list(balanced.values()),
+                                             peers=addresses[service])
                 except jinja2.TemplateError as error:
                     problems.append(f"salt/states/kolla/{service}/templates/{cfg['template']}: {error}")
                     continue

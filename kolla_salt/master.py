@@ -119,6 +119,32 @@ class Master:
             raise KollaError("; ".join(dead) + "; nothing was changed")
         return hosts
 
+    def members(self, service, hosts):
+        """(the minions of `hosts` that run `service`, its placement step)."""
+        from .inventory import placement
+        step = next((s for s in placement(self.operator_folder()) if s["service"] == service), None)
+        if step is None:
+            return [], None
+        return [m for m in sorted(hosts) if any(fnmatch.fnmatch(m, p) for p in step["hosts"])], step
+
+    def check_galera(self, hosts):
+        """A deploy that would have to found a Galera cluster from a member that may lack
+        committed rows is refused here, before anything changes (kolla_salt.galera.plan;
+        the runner decides the same again when it starts the members)."""
+        from . import galera
+        members, _ = self.members("mariadb", hosts)
+        if len(members) > 1:
+            galera.plan(self.returns(members, "kolla_galera.facts", timeout=60), members)
+
+    def run(self, function, timeout=1800, **kwargs):
+        """salt-run FUNCTION KEY=VALUE...: (succeeded, its return)."""
+        proc = self.command("salt-run", function, *(f"{k}={v}" for k, v in kwargs.items()), "--out=json",
+                            timeout=timeout)
+        try:
+            return proc.returncode == 0, json.loads(proc.stdout)
+        except json.JSONDecodeError:
+            raise KollaError(f"salt-run {function}: {(proc.stderr or proc.stdout).strip()[-2000:]}")
+
     def pillars(self, facts):
         """{host: the pillar the master gives it}, built here from the operator folder
         with each host's interfaces; a problem names the host, the file and the key."""
@@ -173,7 +199,25 @@ def _no_answer(ret):
     return isinstance(ret, str) and ret.startswith("Minion did not return")
 
 
+def _runner_return(step):
+    found = (step.get("changes") or {}).get("return")
+    return found if isinstance(found, dict) else {}
+
+
 def host_returns(step):
-    """{host: {state id: return}} of one salt.state step of an orchestration."""
-    hosts = (step.get("changes") or {}).get("ret") or {}
+    """{host: {state id: return}} of one step of an orchestration: a salt.state step's,
+    or a runner's that returns them under "ret" (salt/_runners/kolla_galera.py)."""
+    hosts = (step.get("changes") or {}).get("ret") or _runner_return(step).get("ret") or {}
     return {host: states for host, states in hosts.items() if isinstance(states, dict)}
+
+
+def step_failure(step):
+    """Why a step failed, for the operator (None when it did not): a runner's own
+    message, else Salt's comment. A runner that returned no dict failed too, whatever
+    Salt says (it reports the usage text of a runner called wrongly as a success)."""
+    found = (step.get("changes") or {}).get("return", {})
+    if not isinstance(found, dict):
+        return str(found).strip()
+    if step.get("result") is False or found.get("error"):
+        return found.get("error") or step.get("comment")
+    return None

@@ -27,6 +27,8 @@ def master_config(root, master_id, address, operator_folder):
         "log_file": str(root / "salt-master.log"), "log_level_logfile": "warning",
         "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
         "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(operator_folder),
+        # Runners of the checkout's (kolla_galera), loaded by every salt-run: nothing to sync.
+        "runner_dirs": [str(paths.REPO / "salt" / "_runners")],
         # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
         "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
             str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],

@@ -1,0 +1,44 @@
+"""Execution module: this host's Galera member, for the master's runner kolla_galera
+(salt/_runners/kolla_galera.py) and the CLI's preflight. A thin adapter over
+kolla_salt.galera; the member is the mariadb container of this host's pillar."""
+__virtualname__ = "kolla_galera"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def _member():
+    import docker
+
+    from kolla_salt.spec import ContainerSpec
+    # A fresh pillar: the master asks before the deploy that may change this host's roles.
+    service = next((s for s in __salt__["pillar.items"](unmask=True)["kolla"]["services"] if s["name"] == "mariadb"), None)
+    if service is None:
+        raise ValueError(f"{__opts__['id']}: mariadb is not declared for this host")
+    spec = service["containers"][0]["spec"]
+    return docker.from_env(timeout=120), ContainerSpec.from_dict(dict(spec), where=f"spec of {spec['name']}")
+
+
+def facts():
+    """{data, state: synced|standalone|joining|down, grastate} of this host's member."""
+    from kolla_salt import galera
+    return galera.member_facts(*_member())
+
+
+def mark_bootstrap(on=True):
+    """Its next start founds the cluster (on=False: removes that mark)."""
+    from kolla_salt import galera
+    return galera.mark_bootstrap(*_member(), on=on)
+
+
+def stop():
+    """Stops the member; True when it was running."""
+    from kolla_salt import galera
+    return galera.stop(*_member())
+
+
+def position():
+    """{data, uuid, seqno}: the member's last committed position (the member stopped)."""
+    from kolla_salt import galera
+    return galera.position(*_member())

@@ -1,0 +1,113 @@
+"""Runner: MariaDB Galera across hosts (docs/design.md: "MariaDB Galera").
+
+    salt-run kolla_galera.converge TARGET     (a step of kolla.deploy / kolla.upgrade)
+    salt-run kolla_galera.recover TARGET      (kolla-salt mariadb-recovery)
+
+Both ask every member's host what it holds (kolla_galera.facts / position), decide
+with kolla_salt.galera, then apply kolla.mariadb host by host: the founding member
+first, each one healthy (Synced) before the next starts. The return holds each
+host's state returns under "ret", as a salt.state step's does; a refusal or a
+failure sets the runner's retcode, naming the host and why.
+"""
+SLS = "kolla.mariadb"
+
+
+def _client():
+    import salt.client
+    return salt.client.get_local_client(mopts=__opts__)
+
+
+def _members(target):
+    import salt.utils.minions
+    return sorted(salt.utils.minions.CkMinions(__opts__).check_minions(target, "compound")["minions"])
+
+
+def _ask(client, hosts, function, args=(), timeout=120):
+    return client.cmd(hosts, function, list(args), tgt_type="list", timeout=timeout, full_return=False)
+
+
+def _last_line(answer):
+    """The message of a minion's traceback (or of any other answer)."""
+    lines = str(answer or "no answer").strip().splitlines()
+    return lines[-1] if lines else "no answer"
+
+
+def _fail(result, message):
+    __context__["retcode"] = 1
+    result["error"] = message
+    return result
+
+
+def _start_in_order(client, bootstrap, order, result):
+    """Applies kolla.mariadb on each host of `order`, marking `bootstrap` to found the cluster."""
+    for host in order:
+        if host == bootstrap:
+            _ask(client, [host], "kolla_galera.mark_bootstrap")
+        states = _ask(client, [host], "state.apply", [SLS], timeout=1200).get(host)
+        if host == bootstrap:   # consumed by the start; left only when nothing started (never found later)
+            _ask(client, [host], "kolla_galera.mark_bootstrap", [False])
+        result["ret"][host] = states if isinstance(states, dict) else {"error": {
+            "name": SLS, "result": False, "changes": {}, "comment": str(states or "the minion did not answer")}}
+        failed = [ret for ret in result["ret"][host].values() if isinstance(ret, dict) and ret.get("result") is False]
+        if failed or not isinstance(states, dict):
+            return _fail(result, f"host {host}: mariadb did not come up; the hosts after it were not touched")
+    return result
+
+
+def _guarded(action):
+    """Any exception fails the runner (Salt would report a raised one as a success of
+    the orchestration step)."""
+    def run(target, **_):
+        result = {"ret": {}, "hosts": []}
+        try:
+            return action(target, result)
+        except Exception as error:  # reported to the operator, with its type
+            return _fail(result, f"{action.__name__}: {type(error).__name__}: {error}")
+    run.__doc__ = action.__doc__
+    return run
+
+
+def _converge(target, result):
+    """Deploys the Galera cluster of the hosts TARGET matches: bootstrap, join or refuse."""
+    from kolla_salt import galera
+    client, hosts = _client(), _members(target)
+    result["hosts"] = hosts
+    if len(hosts) < 2:   # one server, no Galera: a plain state run
+        return _start_in_order(client, None, hosts, result)
+    facts = _ask(client, hosts, "kolla_galera.facts")
+    try:
+        bootstrap, order = galera.plan(facts, hosts)
+    except galera.GaleraRefused as refused:
+        return _fail(result, str(refused))
+    result["plan"] = {"bootstrap": bootstrap, "order": order}
+    return _start_in_order(client, bootstrap, order, result)
+
+
+def _recover(target, result):
+    """Stops every member, bootstraps from the one with the highest committed position
+    and starts the others one at a time."""
+    import time
+
+    from kolla_salt import galera
+    client, hosts = _client(), _members(target)
+    started = time.monotonic()
+    result["hosts"] = hosts
+    stopped = _ask(client, hosts, "kolla_galera.stop", timeout=300)
+    positions = _ask(client, hosts, "kolla_galera.position", timeout=300)
+    silent = [h for h in hosts if not isinstance(positions.get(h), dict)]
+    if silent:
+        return _fail(result, f"mariadb-recovery: {', '.join(silent)} did not report a position "
+                             f"({'; '.join(_last_line(positions.get(h)) for h in silent)}); no member was started")
+    result.update(stopped=stopped, positions=positions)
+    try:
+        bootstrap = galera.recovery_choice(positions, hosts)
+    except galera.GaleraRefused as refused:
+        return _fail(result, str(refused))
+    result["plan"] = {"bootstrap": bootstrap, "order": [bootstrap] + [h for h in hosts if h != bootstrap]}
+    _start_in_order(client, bootstrap, result["plan"]["order"], result)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+converge = _guarded(_converge)
+recover = _guarded(_recover)

@@ -1,0 +1,84 @@
+"""The Galera decisions: bootstrap, join or refuse when deploying; which member a
+recovery bootstraps from; the member's my.cnf on several hosts and on one."""
+import pytest
+
+from kolla_salt.galera import GaleraRefused, parse_grastate, plan, recovery_choice
+from kolla_salt.inventory import build_pillar
+from test_loadbalancer import operator_folder
+
+HOSTS = ["host1", "host2", "host3"]
+
+
+def member(data, state="down"):
+    return {"data": data, "state": state, "grastate": {}}
+
+
+def test_no_data_anywhere_bootstraps_on_the_first_host():
+    assert plan({h: member(False) for h in HOSTS}, HOSTS) == ("host1", HOSTS)
+
+
+def test_a_running_member_is_joined_and_nothing_is_bootstrapped():
+    facts = {"host1": member(True), "host2": member(True, "synced"), "host3": member(False)}
+    assert plan(facts, HOSTS) == (None, ["host2", "host1", "host3"])
+
+
+def test_data_without_a_running_member_is_refused_naming_the_recovery_command():
+    facts = {"host1": member(True), "host2": member(True, "joining"), "host3": member(False)}
+    with pytest.raises(GaleraRefused) as refused:
+        plan(facts, HOSTS)
+    assert "host1, host2 hold data" in str(refused.value) and "kolla-salt mariadb-recovery" in str(refused.value)
+
+
+def test_a_single_database_grows_into_a_cluster_from_its_own_data():
+    facts = {"host1": member(False), "host2": member(True, "standalone"), "host3": member(False)}
+    assert plan(facts, HOSTS) == ("host2", ["host2", "host1", "host3"])
+
+
+def test_a_host_that_does_not_answer_is_refused():
+    with pytest.raises(GaleraRefused, match="host3 did not say"):
+        plan({"host1": member(False), "host2": member(False), "host3": "Minion did not return"}, HOSTS)
+
+
+def position(seqno, uuid="6b1e7d3c-0000-0000-0000-000000000001", data=True):
+    return {"data": data, "uuid": uuid, "seqno": seqno}
+
+
+def test_recovery_bootstraps_from_the_highest_committed_position():
+    positions = {"host1": position(41), "host2": position(57), "host3": position(-1, data=False)}
+    assert recovery_choice(positions, HOSTS) == "host2"
+    # a tie goes to the first host
+    assert recovery_choice({h: position(7) for h in HOSTS}, HOSTS) == "host1"
+
+
+def test_recovery_refuses_members_of_two_clusters_and_an_empty_cluster():
+    positions = {"host1": position(3), "host2": position(9, uuid="aaaaaaaa-0000-0000-0000-000000000002"),
+                 "host3": position(1)}
+    with pytest.raises(GaleraRefused, match="different clusters"):
+        recovery_choice(positions, HOSTS)
+    with pytest.raises(GaleraRefused, match="no member holds data"):
+        recovery_choice({h: position(-1, data=False) for h in HOSTS}, HOSTS)
+
+
+def test_grastate_is_read_as_galera_writes_it():
+    text = ("# GALERA saved state\nversion: 2.1\nuuid:    6b1e7d3c-0000-0000-0000-000000000001\n"
+            "seqno:   1234\nsafe_to_bootstrap: 1\n")
+    assert parse_grastate(text) == {"uuid": "6b1e7d3c-0000-0000-0000-000000000001", "seqno": 1234,
+                                    "safe_to_bootstrap": True}
+    assert parse_grastate("")["seqno"] == -1
+
+
+def my_cnf(folder, peers):
+    pillar = build_pillar(folder, minion_id="host2", interfaces={"eth0": ["198.18.0.12"]},
+                          peer_interfaces={h: {"eth0": [a]} for h, a in peers.items()})
+    (mariadb,) = [s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"]
+    return mariadb["containers"][0]["files"]["my.cnf"]
+
+
+def test_mariadb_on_several_hosts_is_a_galera_member_of_all_of_them_and_alone_it_is_not(tmp_path):
+    operator_folder(tmp_path, network_interface="eth0", enable_haproxy=False,
+                    roles={"control": ["host*"], "compute": ["host*"]})
+    config = my_cnf(tmp_path, {"host1": "198.18.0.11", "host2": "198.18.0.12", "host3": "198.18.0.13"})
+    assert "wsrep_on = ON" in config
+    assert "wsrep_cluster_address = gcomm://198.18.0.11:4567,198.18.0.12:4567,198.18.0.13:4567" in config
+    assert "wsrep_node_address = 198.18.0.12:4567" in config and "wsrep_sst_receive_address = 198.18.0.12:4444" in config
+    assert "wsrep" not in my_cnf(tmp_path, {"host2": "198.18.0.12"})
