@@ -309,7 +309,25 @@ def host_facts(settings, address):
                                f"address: haproxy would listen where the API services do; choose another "
                                f"address (on one host a loopback one, such as 127.0.0.10)"])
     return {"api_interface_address": address,
-            "kolla_internal_fqdn": settings["kolla_internal_vip_address"] if settings["enable_haproxy"] else address}
+            "kolla_internal_fqdn": settings["kolla_internal_vip_address"] if settings["enable_haproxy"] else address,
+            # One database server: on the service's own host (build_services says otherwise
+            # for a Galera cluster behind haproxy).
+            "database_cluster": False, "database_address": address}
+
+
+def database_facts(settings, passwords, host, peers, minion_id):
+    """database_cluster: mariadb runs on more than one host (a Galera cluster);
+    database_address: where services reach it, the VIP when haproxy fronts that
+    cluster (one writer, failing over: docs/design.md "MariaDB Galera"), else the
+    host's own address."""
+    if not settings.get("enable_mariadb"):
+        return {}
+    patterns = host_patterns(settings, "mariadb", ServiceRenderer(settings, passwords, host).definition("mariadb"))
+    members = [m for m in (peers or {minion_id: None}) if any(fnmatch.fnmatch(m, p) for p in patterns)]
+    cluster = len(members) > 1
+    return {"database_cluster": cluster,
+            "database_address": settings["kolla_internal_vip_address"] if cluster and settings["enable_haproxy"]
+            else host["api_interface_address"]}
 
 
 class ServiceRenderer:
@@ -357,6 +375,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     problems = []
     pins = pins or Pins(Path(config_dir) / "pins.yml")
     renderers = {}
+    host = {**host, **database_facts(settings, passwords, host, peers, minion_id)}
 
     def renderer_for(service):
         release = pins.release_of(service) or settings["openstack_release"]
@@ -478,9 +497,15 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
 
 
 LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
-                     "listen_ports": "the two ports the service's generations listen on in turn",
+                     "listen_ports": "the two ports the service's generations listen on in turn "
+                                     "(one for a service that is not swapped blue/green)",
                      "check": "the path of haproxy's HTTP check (2xx or 3xx is up)",
-                     "timeout": "optional: client and server timeout of long requests (haproxy syntax, 6h)"}
+                     "timeout": "optional: client and server timeout of long requests (haproxy syntax, 6h)",
+                     "mode": "optional: http (the default) or tcp (a byte stream, such as the database)",
+                     "check_port": "optional: the port that answers the HTTP check, when not the server's own",
+                     "one_active": "optional: true sends every connection to the first server up, the others "
+                                   "are backups (one writer of a Galera cluster)"}
+OPTIONAL_LOADBALANCER_KEYS = ("timeout", "mode", "check_port", "one_active")
 
 
 def loadbalancer_entries(definitions, addresses, problems):
@@ -503,12 +528,18 @@ def loadbalancer_entries(definitions, addresses, problems):
                 problems.append(f"{where}: expected a mapping with {', '.join(LOADBALANCER_KEYS)}")
                 continue
             found = [f"{where}.{key}: required ({meaning})" for key, meaning in LOADBALANCER_KEYS.items()
-                     if key != "timeout" and block.get(key) in (None, "")]
+                     if key not in OPTIONAL_LOADBALANCER_KEYS and block.get(key) in (None, "")]
             found += [f"{where}.{key}: unknown key (known: {', '.join(LOADBALANCER_KEYS)})"
                       for key in block if key not in LOADBALANCER_KEYS]
             ports = block.get("listen_ports")
-            if ports is not None:
+            if ports is not None and not (isinstance(ports, list) and len(ports) == 1 and _is_port(ports[0])):
                 found += port_pair_problems(ports, f"{where}.listen_ports")
+            if block.get("mode", "http") not in ("http", "tcp"):
+                found.append(f"{where}.mode: expected http or tcp, got {block['mode']!r}")
+            if "check_port" in block and not _is_port(block["check_port"]):
+                found.append(f"{where}.check_port: expected a port number, got {block['check_port']!r}")
+            if not isinstance(block.get("one_active", False), bool):
+                found.append(f"{where}.one_active: expected true or false, got {block['one_active']!r}")
             if name in entries:
                 found.append(f"{where}: another service already has a loadbalancer entry '{name}'")
             if not str(block.get("check", "/")).startswith("/"):
@@ -516,9 +547,15 @@ def loadbalancer_entries(definitions, addresses, problems):
             problems.extend(found)
             if not found:
                 entries[name] = {**block, "name": name, "timeout": block.get("timeout", ""),
+                                 "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
+                                 "one_active": block.get("one_active", False),
                                  "servers": [f"{address}:{port}" for address in addresses.get(service, [])
                                              for port in ports]}
     return entries
+
+
+def _is_port(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
 
 
 REGISTER_INTERFACES = ("public", "internal", "admin")

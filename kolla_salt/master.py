@@ -175,9 +175,10 @@ class Master:
         return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
 
     def refresh_pillars(self):
-        """Minions take their beacons (the health loop) from pillar: refreshed in the
-        background after a change."""
-        self.command("salt", "*", "saltutil.refresh_pillar", "--async")
+        """Minions take their beacons (the health loop) from pillar: refreshed after a
+        change, and waited for (bounded), so what a host holds once the command
+        returns is what was declared."""
+        self.command("salt", "*", "saltutil.refresh_pillar", "wait=True", "-t", 30, timeout=30)
 
     # -- changes ---------------------------------------------------------------------
     def orchestrate(self, sls, pillar=None, test=False, timeout=3600):

@@ -16,7 +16,8 @@ def _member():
     service = next((s for s in __salt__["pillar.items"](unmask=True)["kolla"]["services"] if s["name"] == "mariadb"), None)
     if service is None:
         raise ValueError(f"{__opts__['id']}: mariadb is not declared for this host")
-    spec = service["containers"][0]["spec"]
+    # the container that holds the datadir (beside it: its clustercheck)
+    spec = next(c["spec"] for c in service["containers"] if any(v.endswith(":/var/lib/mysql") for v in c["spec"]["volumes"]))
     return docker.from_env(timeout=120), ContainerSpec.from_dict(dict(spec), where=f"spec of {spec['name']}")
 
 

@@ -315,14 +315,17 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
 
 
 VIP = "198.18.0.10"
-# Asks keystone's version document through the VIP every 50 ms, in a lab host's
-# namespace, until its stdin closes (at most 2000 times); prints what
-# tests/probes.py's Prober counted.
+# Asks keystone's version document through the VIP every 50 ms (or, given the admin's
+# password, a token every 100 ms), in a lab host's namespace, until its stdin closes
+# (at most 2000 times); prints what tests/probes.py's Prober counted.
 VIP_PROBE = f"""
-import json, sys
+import json, os, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from probes import Prober, keystone_answers
-prober = Prober(lambda: keystone_answers(5000, 1.0, {VIP!r}), 0.05, limit=2000)
+from probes import Prober, keystone_answers, token_request
+if os.environ.get("KST_ADMIN_PASSWORD"):   # tokens: keystone and its database
+    prober = Prober(token_request(5000, os.environ["KST_ADMIN_PASSWORD"], {VIP!r}), 0.1, limit=2000)
+else:
+    prober = Prober(lambda: keystone_answers(5000, 1.0, {VIP!r}), 0.05, limit=2000)
 prober.start()
 sys.stdin.read()
 prober.stop()
@@ -331,10 +334,11 @@ print(json.dumps({{"sent": prober.calls, "failed": prober.failed, "answers": pro
 """
 
 
-def vip_client(host):
+def vip_client(host, admin_password=None):
     """A client of the VIP on `host`; .communicate(input="") ends it and returns its figures."""
     return subprocess.Popen(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", VIP_PROBE],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **({"KST_ADMIN_PASSWORD": admin_password} if admin_password else {})})
 
 
 def vip_holders(hosts):
@@ -449,6 +453,95 @@ def test_keystone_is_replaced_behind_the_vip_without_a_failed_request(hosts, clo
           f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
     assert int(engine(hosts[0]).containers.get("keystone").labels["kolla.generation"]) == generation + 1
     assert seen["sent"] >= 100 and seen["failed"] == 0, seen
+
+
+def sql(host, statement):
+    """Runs SQL in `host`'s mariadb as the database's admin (its client config)."""
+    result = engine(host).containers.get("mariadb").exec_run(
+        ["mariadb", "--defaults-file=/etc/mysql/kolla-client.cnf", "--batch", "--skip-column-names", "-e", statement])
+    assert result.exit_code == 0, result.output.decode()
+    return result.output.decode().strip()
+
+
+def rows(host):
+    return int(sql(host, "SELECT COUNT(*) FROM kstgalera.rows"))
+
+
+def cluster_size(host):
+    return int(sql(host, "SHOW STATUS LIKE 'wsrep_cluster_size'").split()[1])
+
+
+def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row(hosts, cloud):
+    """mariadb on all three hosts: host1's database (keystone's) founds a Galera
+    cluster the others join, and keystone reaches it through the VIP (one writer,
+    haproxy's check asks each member's clustercheck). The writer stopped: tokens are
+    issued again from the next member, which has every write; the member rejoins
+    with the rows it missed once a deploy starts it. All three stopped: a deploy
+    refuses, naming mariadb-recovery, which brings every committed row back."""
+    host1, host2, host3 = hosts
+    settings = yaml.safe_load(cloud["globals"].read_text())
+    assert settings["enable_haproxy"] and settings["kolla_internal_vip_address"] == VIP   # from the VIP tests
+    settings["roles"]["mariadb"] = ["host1", "host2", "host3"]
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    began = time.monotonic()
+    out = kolla("deploy")
+    print(f"\nsingle database -> 3-member Galera cluster behind the VIP: {time.monotonic() - began:.1f} s (the deploy)")
+    assert "host1: changed mariadb: mariadb recreated" in out, out
+    for host in ("host2", "host3"):
+        assert f"{host}: changed mariadb: mariadb created, generation 1 is healthy" in out
+    assert [cluster_size(h) for h in hosts] == [3, 3, 3]
+    assert "keystone" in sql(host3, "SHOW DATABASES")   # host1's data came over
+    keystone_conf = engine(host1).containers.get("keystone").exec_run(["cat", "/etc/keystone/keystone.conf"])
+    assert f"@{VIP}:3306/keystone" in keystone_conf.output.decode()
+    sql(host1, "CREATE DATABASE kstgalera; CREATE TABLE kstgalera.rows (id INT AUTO_INCREMENT PRIMARY KEY, v INT);"
+               "INSERT INTO kstgalera.rows (v) VALUES (1), (2), (3)")
+
+    password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
+    probe = vip_client(host3, admin_password=password)
+    time.sleep(3)
+    engine(host1).containers.get("mariadb").stop()   # the writer
+    stopped_at = time.monotonic()
+    sql(host3, "INSERT INTO kstgalera.rows (v) VALUES (4), (5)")
+    time.sleep(8)
+    seen = json.loads(probe.communicate(input="", timeout=60)[0])
+    print(f"writer (host1) stopped under a token client through the VIP: {seen['sent']} requests, "
+          f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
+    assert any(t > stopped_at + 3 for t in seen["answers"]), seen   # tokens from the next member
+    assert rows(host2) == 5 and cluster_size(host2) == 2
+    out = kolla("deploy")
+    assert "host1: changed mariadb: mariadb started" in out
+    assert rows(host1) == 5 and cluster_size(host1) == 3
+
+    sql(host2, "INSERT INTO kstgalera.rows (v) VALUES (6)")
+    for host in hosts:
+        engine(host).containers.get("mariadb").stop()
+    out = kolla("deploy", expect=1)
+    assert "no member of the cluster is running" in out and "Run `kolla-salt mariadb-recovery`" in out
+    assert [engine(h).containers.get("mariadb").status for h in hosts] == ["exited"] * 3   # nothing changed
+    began = time.monotonic()
+    out = kolla("mariadb-recovery")
+    print(f"Galera recovery after all 3 members stopped: {time.monotonic() - began:.1f} s (the command); "
+          + "; ".join(line for line in out.splitlines() if line.startswith("[mariadb-recovery]")))
+    assert "the cluster is back: 3 members Synced" in out
+    assert [rows(h) for h in hosts] == [6, 6, 6] and [cluster_size(h) for h in hosts] == [3, 3, 3]
+    deadline = time.monotonic() + 60   # keystone's pooled connections were cut: it reconnects
+    while not token_answered(host2, password) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert token_answered(host2, password)
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
+def token_answered(host, password):
+    """Whether keystone issues a token through the VIP to a client on `host`."""
+    probe = ("import os, sys; sys.path.insert(0, %r); from probes import token_request; "
+             "print(token_request(5000, os.environ['KST_ADMIN_PASSWORD'], %r)())"
+             % (str(Path(__file__).resolve().parent.parent), VIP))
+    try:
+        return subprocess.run(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", probe],
+                              env={**os.environ, "KST_ADMIN_PASSWORD": password},
+                              capture_output=True, text=True, timeout=30).stdout.strip() == "True"
+    except subprocess.TimeoutExpired:
+        return False
 
 
 def test_lab_down_leaves_nothing_behind(hosts):

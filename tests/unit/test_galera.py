@@ -82,3 +82,26 @@ def test_mariadb_on_several_hosts_is_a_galera_member_of_all_of_them_and_alone_it
     assert "wsrep_cluster_address = gcomm://198.18.0.11:4567,198.18.0.12:4567,198.18.0.13:4567" in config
     assert "wsrep_node_address = 198.18.0.12:4567" in config and "wsrep_sst_receive_address = 198.18.0.12:4444" in config
     assert "wsrep" not in my_cnf(tmp_path, {"host2": "198.18.0.12"})
+
+
+def test_a_cluster_behind_haproxy_is_reached_on_the_vip_with_one_writer_checked_by_clustercheck(tmp_path):
+    operator_folder(tmp_path, network_interface="eth0", enable_haproxy=True, enable_keepalived=True,
+                    kolla_internal_vip_address="198.18.0.10", roles={"control": ["host*"], "compute": ["host*"]})
+    pillar = build_pillar(tmp_path, minion_id="host2", interfaces={"eth0": ["198.18.0.12"]},
+                          peer_interfaces={f"host{i}": {"eth0": [f"198.18.0.1{i}"]} for i in (1, 2, 3)})
+    found = {s["name"]: s for s in pillar["kolla"]["services"]}
+    config = found["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
+    listen = config.split("\nlisten mariadb\n")[1].split("\nfrontend")[0]
+    assert "mode tcp" in listen and "bind 198.18.0.10:3306" in listen and "timeout server 1h" in listen
+    servers = [line.split() for line in listen.splitlines() if line.strip().startswith("server ")]
+    assert [s[1] for s in servers] == ["198.18.0.11:3306", "198.18.0.12:3306", "198.18.0.13:3306"]
+    assert ["backup" in s for s in servers] == [False, True, True]     # one writer
+    assert all("4569" in s and "shutdown-sessions" in s for s in servers)
+    assert "@198.18.0.10:3306/keystone" in found["keystone"]["containers"][0]["files"]["keystone.conf"]
+    assert [c["spec"]["name"] for c in found["mariadb"]["containers"]] == ["t-mariadb", "t-mariadb_clustercheck"]
+    # The all-in-one: one server on the host's own address, no clustercheck, no listen in haproxy.
+    operator_folder(tmp_path)
+    alone = {s["name"]: s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
+    assert "@127.0.0.1:3306/keystone" in alone["keystone"]["containers"][0]["files"]["keystone.conf"]
+    assert len(alone["mariadb"]["containers"]) == 1
+    assert "listen mariadb" not in alone["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
