@@ -275,7 +275,8 @@ def host_patterns_and_key(settings, service, definition):
 def placement(config_dir):
     """Where each enabled service runs, in tree order: [{service, set, hosts (patterns),
     key (in globals.yml), target (a Salt compound target), rollout (the runner that
-    deploys it across hosts instead of a plain state run, or None)}]. What a master's orchestration walks; it holds no
+    deploys it across hosts instead of a plain state run, or None), serial (deployed
+    one host at a time even outside an upgrade)}]. What a master's orchestration walks; it holds no
     secret and no host's address."""
     settings = load_settings(config_dir)
     renderer = ServiceRenderer(settings, load_passwords(config_dir), host_facts(settings, "0.0.0.0"))
@@ -286,7 +287,8 @@ def placement(config_dir):
             hosts, key = host_patterns_and_key(settings, service, definition)
             if hosts:   # placed on no host: nothing to deploy
                 steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
-                              "target": " or ".join(hosts), "rollout": definition.get("rollout")})
+                              "target": " or ".join(hosts), "rollout": definition.get("rollout"),
+                              "serial": bool(definition.get("serial"))})
     return steps
 
 

@@ -531,6 +531,39 @@ def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
+def running_nodes(host):
+    status = engine(host).containers.get("rabbitmq").exec_run(["rabbitmqctl", "cluster_status", "--formatter", "json"])
+    assert status.exit_code == 0, status.output.decode()
+    return sorted(json.loads(status.output.decode())["running_nodes"])
+
+
+def test_rabbitmq_on_three_hosts_is_one_cluster_that_serves_while_a_node_is_down(hosts, cloud):
+    """rabbitmq on all three hosts: host1's node (with its data) and two new ones
+    started one host at a time form one cluster; with one node stopped the others
+    keep serving (pause_minority: they are the majority) and it rejoins once a
+    deploy starts it."""
+    host1, host2, host3 = hosts
+    settings = yaml.safe_load(cloud["globals"].read_text())
+    settings["roles"]["rabbitmq"] = ["host1", "host2", "host3"]
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    out = kolla("deploy")
+    for host in ("host2", "host3"):
+        assert f"{host}: changed rabbitmq: rabbitmq created, generation 1 is healthy" in out
+    everyone = sorted(f"rabbit@{h['address']}" for h in hosts)
+    assert [running_nodes(h) for h in hosts] == [everyone] * 3
+
+    engine(host2).containers.get("rabbitmq").stop()
+    for host in (host1, host3):
+        rabbitmq = engine(host).containers.get("rabbitmq")
+        assert running_nodes(host) == [n for n in everyone if n != f"rabbit@{host2['address']}"]
+        assert rabbitmq.exec_run(["kolla_rabbitmq_check", host["address"], "5672"]).exit_code == 0
+        assert "openstack" in rabbitmq.exec_run(["rabbitmqctl", "-q", "list_users"]).output.decode()
+    out = kolla("deploy")
+    assert "host2: changed rabbitmq: rabbitmq started" in out
+    assert running_nodes(host2) == everyone
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
 def token_answered(host, password):
     """Whether keystone issues a token through the VIP to a client on `host`."""
     probe = ("import os, sys; sys.path.insert(0, %r); from probes import token_request; "

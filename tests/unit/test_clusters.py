@@ -1,5 +1,6 @@
-"""The Galera decisions: bootstrap, join or refuse when deploying; which member a
-recovery bootstraps from; the member's my.cnf on several hosts and on one."""
+"""The control hosts' clusters: Galera's decisions (bootstrap, join or refuse when
+deploying; which member a recovery bootstraps from), a member's my.cnf and
+haproxy's entry for it; RabbitMQ's peer discovery. On one host, none of it."""
 import pytest
 
 from kolla_salt.galera import GaleraRefused, parse_grastate, plan, recovery_choice
@@ -105,3 +106,19 @@ def test_a_cluster_behind_haproxy_is_reached_on_the_vip_with_one_writer_checked_
     assert "@127.0.0.1:3306/keystone" in alone["keystone"]["containers"][0]["files"]["keystone.conf"]
     assert len(alone["mariadb"]["containers"]) == 1
     assert "listen mariadb" not in alone["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
+
+
+def test_rabbitmq_on_several_hosts_lists_every_node_for_peer_discovery_and_alone_none(tmp_path):
+    operator_folder(tmp_path, network_interface="eth0", enable_haproxy=False,
+                    roles={"control": ["host*"], "compute": ["host*"]})
+
+    def rabbitmq_conf(peers):
+        pillar = build_pillar(tmp_path, minion_id="host2", interfaces={"eth0": ["198.18.0.12"]},
+                              peer_interfaces={h: {"eth0": [a]} for h, a in peers.items()})
+        (rabbitmq,) = [s for s in pillar["kolla"]["services"] if s["name"] == "rabbitmq"]
+        return rabbitmq["containers"][0]["files"]["rabbitmq.conf"]
+    config = rabbitmq_conf({"host1": "198.18.0.11", "host2": "198.18.0.12", "host3": "198.18.0.13"})
+    assert "cluster_formation.peer_discovery_backend = classic_config" in config
+    assert [line.split(" = ")[1] for line in config.splitlines() if ".classic_config.nodes." in line] == [
+        "rabbit@198.18.0.11", "rabbit@198.18.0.12", "rabbit@198.18.0.13"]
+    assert "cluster_formation" not in rabbitmq_conf({"host2": "198.18.0.12"})
