@@ -344,7 +344,7 @@ class ContainerManager:
         self.out(f"{spec.name}: created generation {generation} from {spec.image}")
         return container
 
-    def _ensure_volumes(self, spec):
+    def ensure_volumes(self, spec):
         """Creates the named volumes a spec mounts, each with an id of its own (Docker
         would create them on first mount, without one): a job remembers the volumes it
         filled by these ids, so a removed and recreated volume runs it again."""
@@ -364,7 +364,7 @@ class ContainerManager:
         return f"{volume}@{labels.get(LABEL_VOLUME_ID, 'unlabelled')}"
 
     def _docker_args(self, spec, config_snapshot=None):
-        self._ensure_volumes(spec)
+        self.ensure_volumes(spec)
         volumes = {}
         for entry in spec.volumes:
             source, dest, *mode = entry.split(":")
@@ -694,7 +694,7 @@ class ContainerManager:
             container.remove(force=True)
         if result.get("StatusCode") != 0:
             raise JobFailed(f"job {spec.name} exited with code {result.get('StatusCode')}:\n{output[-3000:]}")
-        # After the run: the volumes it mounts exist now (_ensure_volumes made them).
+        # After the run: the volumes it mounts exist now (ensure_volumes made them).
         identity = self._job_identity(spec)
         done = [h for h in self._jobs_done(spec.name) if h != identity][-(JOBS_REMEMBERED - 1):]
         path = self._job_record_path(spec.name)

@@ -138,7 +138,7 @@ def mark_bootstrap(client, spec, on=True):
     datadir = _datadir(client, spec)
     if datadir is None:   # a new member: its volume is made now, as the container's would be
         from .containers import ContainerManager
-        ContainerManager(client=client)._ensure_volumes(spec)
+        ContainerManager(client=client).ensure_volumes(spec)
         datadir = _datadir(client, spec)
     flag = os.path.join(datadir, BOOTSTRAP_FLAG)
     if on:
