@@ -90,3 +90,41 @@ class Runtime:
 
     def wait_drained(self, backend, server, timeout):
         return self.wait(backend, server, lambda row: row["sessions"] == 0, "drained", timeout)
+
+    def take_traffic(self, backend, server, timeout):
+        """The server gets requests: made ready, and haproxy's own check found it up."""
+        self.set_state(backend, server, "ready")
+        self.wait_up(backend, server, timeout)
+
+    def drain(self, backend, server, timeout):
+        """No new request goes to the server; returns once it has no session."""
+        self.set_state(backend, server, "drain")
+        self.wait_drained(backend, server, timeout)
+
+
+class Balancers:
+    """Every haproxy in front of a server: this host's (a Runtime; used when haproxy
+    runs here) and those of the other hosts, through `remote(action, backend, server,
+    timeout)`, which runs the same Runtime action on each of them (the salt module
+    kolla_balancer, published through the master) and returns {host: problem}, only
+    for hosts that answered with one. A host that does not answer serves nobody
+    through its haproxy (keepalived moved the VIP away), so it holds no swap up."""
+
+    def __init__(self, local=None, remote=None):
+        self.local, self.remote = local, remote
+
+    def active(self):
+        return self.remote is not None or (self.local is not None and self.local.available())
+
+    def _everywhere(self, action, backend, server, timeout):
+        problems = self.remote(action, backend, server, timeout) if self.remote else {}
+        if self.local is not None and self.local.available():
+            getattr(self.local, action)(backend, server, timeout)
+        if problems:
+            raise BalancerError("; ".join(f"haproxy on {host}: {problem}" for host, problem in sorted(problems.items())))
+
+    def take_traffic(self, backend, server, timeout):
+        self._everywhere("take_traffic", backend, server, timeout)
+
+    def drain(self, backend, server, timeout):
+        self._everywhere("drain", backend, server, timeout)

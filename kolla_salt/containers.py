@@ -23,7 +23,7 @@ import docker
 import docker.errors
 
 from . import generations
-from .balancer import Runtime, server_name
+from .balancer import Balancers, Runtime, server_name
 from .build import from_registry, image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_LISTEN_PORT, LABEL_NAME,
@@ -155,7 +155,7 @@ class ContainerManager:
     def __init__(self, client=None, state_dir="/var/lib/kolla-salt", health_timeout=180,
                  generations_kept=2, secrets=(), out=None, balancer=None):
         self.client = client or docker.from_env(timeout=300)
-        self.balancer = balancer   # kolla_salt.balancer.Runtime of this host's haproxy, or None
+        self.balancer = balancer   # kolla_salt.balancer.Balancers: the haproxies in front, or None
         self.state_dir = str(state_dir)
         self.health_timeout = health_timeout
         self.generations_kept = generations_kept
@@ -164,10 +164,13 @@ class ContainerManager:
         self._missing_caps = None
 
     @classmethod
-    def from_settings(cls, settings, passwords=(), out=None, client=None):
+    def from_settings(cls, settings, passwords=(), out=None, client=None, remote_balancers=None):
         """The manager of a deployment: its state folder, health timeout and kept
-        generations from the kolla settings; passwords are redacted from output."""
-        balancer = Runtime(settings["haproxy_runtime_directory"]) if settings.get("enable_haproxy") else None
+        generations from the kolla settings; passwords are redacted from output.
+        `remote_balancers`: how a swap reaches the haproxies of other hosts
+        (kolla_salt.balancer.Balancers), through a master."""
+        balancer = (Balancers(Runtime(settings["haproxy_runtime_directory"]), remote_balancers)
+                    if settings.get("enable_haproxy") else None)
         return cls(client, settings["kolla_state_directory"], settings["container_health_timeout"],
                    settings["generations_kept"], secrets=list(passwords), out=out, balancer=balancer)
 
@@ -485,10 +488,10 @@ class ContainerManager:
                              f"restored generation {old_generation}" + (" (it kept serving)" if beside else "")) from None
 
     def _listening(self, container):
-        """(backend, server) of a blue-green container in this host's haproxy, or None
-        when it has none (not behind haproxy, or haproxy not deployed here)."""
+        """(backend, server) of a blue-green container in the haproxies in front of it,
+        or None when there is none (not behind haproxy, or no haproxy deployed)."""
         listen = declared_spec(container.labels).get("listen")
-        if not listen or self.balancer is None or not self.balancer.available():
+        if not listen or self.balancer is None or not self.balancer.active():
             return None
         return listen["backend"], server_name(listen["address"], listen_port(container, listen))
 
@@ -497,17 +500,15 @@ class ContainerManager:
         haproxy's own check must have found it up."""
         where = self._listening(container)
         if where:
-            self.balancer.set_state(*where, "ready")
-            self.balancer.wait_up(*where, timeout=self.health_timeout)
+            self.balancer.take_traffic(*where, timeout=self.health_timeout)
 
     def _drain(self, old):
         """No new request goes to the old generation; returns once the ones it was
         serving are answered (within its stop timeout), so stopping it cuts none."""
         where = self._listening(old)
         if where:
-            self.balancer.set_state(*where, "drain")
             self.out(f"{old.name}: draining {where[1]} in haproxy backend {where[0]}")
-            self.balancer.wait_drained(*where, timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
+            self.balancer.drain(*where, timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
 
     def _retire(self, old, aside):
         """Stops the old generation and keeps it aside; restart policy "no" so that a

@@ -29,6 +29,8 @@ def master_config(root, master_id, address, operator_folder):
         "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(operator_folder),
         # Runners of the checkout's (kolla_galera), loaded by every salt-run: nothing to sync.
         "runner_dirs": [str(paths.REPO / "salt" / "_runners")],
+        # A blue/green swap on one host drains its server in every host's haproxy.
+        "peer": {".*": ["kolla_balancer\\..*"]},
         # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
         "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
             str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],

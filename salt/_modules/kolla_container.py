@@ -22,7 +22,25 @@ def _manager():
     def progress(message):  # shows up on salt-call's terminal while a long state runs
         print(f"[kolla] {message}", file=sys.stderr, flush=True)
 
-    return ContainerManager.from_settings(kolla["settings"], kolla["passwords"].values(), out=progress)
+    return ContainerManager.from_settings(kolla["settings"], kolla["passwords"].values(), out=progress,
+                                          remote_balancers=_remote_balancers())
+
+
+def _remote_balancers():
+    """How a swap here drains and enables its server in the haproxies of the other
+    hosts: kolla_balancer, published through the master (its `peer` setting allows
+    it); none under salt-call --local. Returns {host: problem} of the hosts that
+    answered with one (kolla_balancer answers "done" or that it has no haproxy)."""
+    if __opts__.get("file_client") == "local":
+        return None
+    others = f"* and not {__opts__['id']}"
+
+    def remote(action, backend, server, timeout):
+        answers = __salt__["publish.publish"](others, f"kolla_balancer.{action}", [backend, server, timeout],
+                                              tgt_type="compound", timeout=timeout + 10)
+        answers = answers if isinstance(answers, dict) else {}   # (a text when the master timed out)
+        return {host: answer for host, answer in answers.items() if answer not in ("done", "no haproxy here")}
+    return remote
 
 
 def _spec(spec, where):

@@ -113,3 +113,38 @@ def test_keepalived_needs_a_vip_it_can_share_and_haproxy(tmp_path):
     assert "key 'enable_keepalived' is true but 'enable_haproxy' is false" in problems
     assert "key 'kolla_internal_vip_address' is 127.0.0.10, a loopback address" in problems
     assert "key 'keepalived_virtual_router_id' must be 1-255, got 300" in problems
+
+
+class FakeRuntime:
+    """This host's haproxy as kolla_salt.balancer.Runtime offers it (what it was asked)."""
+
+    def __init__(self, here=True):
+        self.here, self.asked = here, []
+
+    def available(self):
+        return self.here
+
+    def take_traffic(self, *args):
+        self.asked.append(("take_traffic", *args))
+
+    def drain(self, *args):
+        self.asked.append(("drain", *args))
+
+
+def test_a_swap_drains_its_server_in_every_hosts_haproxy_and_names_one_that_refused():
+    from kolla_salt.balancer import BalancerError, Balancers
+    published = []
+
+    def remote(action, backend, server, timeout):
+        published.append((action, backend, server, timeout))
+        return {"host3": "haproxy has no server 198.18.0.11:5001"} if action == "take_traffic" else {}
+    local = FakeRuntime()
+    balancers = Balancers(local, remote)
+    balancers.drain("keystone", "198.18.0.11:5000", 10)
+    assert published == [("drain", "keystone", "198.18.0.11:5000", 10)]
+    assert local.asked == [("drain", "keystone", "198.18.0.11:5000", 10)]
+    with pytest.raises(BalancerError, match="haproxy on host3: haproxy has no server"):
+        balancers.take_traffic("keystone", "198.18.0.11:5001", 180)
+    # keystone on a host without haproxy: only the other hosts' haproxies front it
+    assert Balancers(FakeRuntime(here=False), remote).active()
+    assert not Balancers(FakeRuntime(here=False), None).active()

@@ -1,0 +1,34 @@
+"""Execution module: this host's haproxy, for a blue/green swap on another host
+(published through the master: its `peer` setting allows kolla_balancer.* between
+minions). A thin adapter over kolla_salt.balancer.Runtime."""
+__virtualname__ = "kolla_balancer"
+NOT_HERE = "no haproxy here"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def _runtime():
+    from kolla_salt.balancer import Runtime
+    settings = __pillar__["kolla"]["settings"]
+    runtime = Runtime(settings["haproxy_runtime_directory"]) if settings.get("enable_haproxy") else None
+    return runtime if runtime is not None and runtime.available() else None
+
+
+def _act(action, backend, server, timeout):
+    runtime = _runtime()
+    if runtime is None:
+        return NOT_HERE
+    getattr(runtime, action)(backend, server, int(timeout))
+    return "done"
+
+
+def take_traffic(backend, server, timeout):
+    """The server gets requests in this host's haproxy once its check finds it up."""
+    return _act("take_traffic", backend, server, timeout)
+
+
+def drain(backend, server, timeout):
+    """No new request goes to the server here; returns once it has no session."""
+    return _act("drain", backend, server, timeout)
