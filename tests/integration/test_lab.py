@@ -459,7 +459,22 @@ def cluster_size(host):
     return int(sql(host, "SHOW STATUS LIKE 'wsrep_cluster_size'").split()[1])
 
 
-def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row(hosts, cloud):
+@pytest.fixture(scope="module")
+def clusters(hosts, cloud):
+    """mariadb and rabbitmq grown from host1 to all three hosts, in one deploy (behind
+    the VIP of the tests before); its output."""
+    settings = yaml.safe_load(cloud["globals"].read_text())
+    assert settings["enable_haproxy"] and settings["kolla_internal_vip_address"] == VIP
+    settings["roles"].update(mariadb=["host1", "host2", "host3"], rabbitmq=["host1", "host2", "host3"])
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    began = time.monotonic()
+    out = kolla("deploy")
+    print(f"\nsingle database and broker -> 3-member Galera and RabbitMQ clusters behind the VIP: "
+          f"{time.monotonic() - began:.1f} s (the deploy)")
+    return out
+
+
+def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row(hosts, cloud, clusters):
     """mariadb on all three hosts: host1's database (keystone's) founds a Galera
     cluster the others join, and keystone reaches it through the VIP (one writer,
     haproxy's check asks each member's clustercheck). The writer stopped: tokens are
@@ -467,13 +482,7 @@ def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row
     with the rows it missed once a deploy starts it. All three stopped: a deploy
     refuses, naming mariadb-recovery, which brings every committed row back."""
     host1, host2, host3 = hosts
-    settings = yaml.safe_load(cloud["globals"].read_text())
-    assert settings["enable_haproxy"] and settings["kolla_internal_vip_address"] == VIP   # from the VIP tests
-    settings["roles"]["mariadb"] = ["host1", "host2", "host3"]
-    cloud["globals"].write_text(yaml.safe_dump(settings))
-    began = time.monotonic()
-    out = kolla("deploy")
-    print(f"\nsingle database -> 3-member Galera cluster behind the VIP: {time.monotonic() - began:.1f} s (the deploy)")
+    out = clusters
     assert "host1: changed mariadb: mariadb recreated" in out, out
     for host in ("host2", "host3"):
         assert f"{host}: changed mariadb: mariadb created, generation 1 is healthy" in out
@@ -525,18 +534,14 @@ def running_nodes(host):
     return sorted(json.loads(status.output.decode())["running_nodes"])
 
 
-def test_rabbitmq_on_three_hosts_is_one_cluster_that_serves_while_a_node_is_down(hosts, cloud):
+def test_rabbitmq_on_three_hosts_is_one_cluster_that_serves_while_a_node_is_down(hosts, cloud, clusters):
     """rabbitmq on all three hosts: host1's node (with its data) and two new ones
     started one host at a time form one cluster; with one node stopped the others
     keep serving (pause_minority: they are the majority) and it rejoins once a
     deploy starts it."""
     host1, host2, host3 = hosts
-    settings = yaml.safe_load(cloud["globals"].read_text())
-    settings["roles"]["rabbitmq"] = ["host1", "host2", "host3"]
-    cloud["globals"].write_text(yaml.safe_dump(settings))
-    out = kolla("deploy")
     for host in ("host2", "host3"):
-        assert f"{host}: changed rabbitmq: rabbitmq created, generation 1 is healthy" in out
+        assert f"{host}: changed rabbitmq: rabbitmq created, generation 1 is healthy" in clusters
     everyone = sorted(f"rabbit@{h['address']}" for h in hosts)
     assert [running_nodes(h) for h in hosts] == [everyone] * 3
 
