@@ -43,7 +43,8 @@ def plan(facts, hosts):
       finds the member with the highest committed position)."""
     missing = [h for h in hosts if not isinstance(facts.get(h), dict)]
     if missing:
-        raise GaleraRefused(f"Galera: host(s) {', '.join(missing)} did not say what their mariadb holds; "
+        said = "; ".join(f"{h}: {str(facts.get(h) or 'no answer').strip().splitlines()[-1]}" for h in missing)
+        raise GaleraRefused(f"Galera: host(s) {', '.join(missing)} did not say what their mariadb holds ({said}); "
                             f"nothing was changed")
     alive = [h for h in hosts if facts[h]["state"] == "synced"]
     if alive:

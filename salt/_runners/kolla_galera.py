@@ -22,8 +22,17 @@ def _members(target):
     return sorted(salt.utils.minions.CkMinions(__opts__).check_minions(target, "compound")["minions"])
 
 
-def _ask(client, hosts, function, args=(), timeout=120):
-    return client.cmd(hosts, function, list(args), tgt_type="list", timeout=timeout, full_return=False)
+def _ask(client, hosts, function, args=(), timeout=120, attempts=3):
+    """{host: return}; hosts whose return did not come are asked again (LocalClient
+    can give up on a return that arrives after its job lookup said the job ended)."""
+    answers = {}
+    for _ in range(attempts):
+        missing = [h for h in hosts if h not in answers]
+        if not missing:
+            break
+        answers.update(client.cmd(missing, function, list(args), tgt_type="list", timeout=timeout,
+                                  full_return=False) or {})
+    return answers
 
 
 def _last_line(answer):
@@ -43,7 +52,7 @@ def _start_in_order(client, bootstrap, order, result):
     for host in order:
         if host == bootstrap:
             _ask(client, [host], "kolla_galera.mark_bootstrap")
-        states = _ask(client, [host], "state.apply", [SLS], timeout=1200).get(host)
+        states = _ask(client, [host], "state.apply", [SLS], timeout=1200, attempts=1).get(host)   # never twice
         if host == bootstrap:   # consumed by the start; left only when nothing started (never found later)
             _ask(client, [host], "kolla_galera.mark_bootstrap", [False])
         result["ret"][host] = states if isinstance(states, dict) else {"error": {
