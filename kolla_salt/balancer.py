@@ -102,6 +102,10 @@ class Runtime:
         self.wait_drained(backend, server, timeout)
 
 
+# What kolla_balancer (salt/_modules) answers on a host when all went well.
+DONE, NOT_HERE = "done", "no haproxy here"
+
+
 class Balancers:
     """Every haproxy in front of a server: this host's (a Runtime; used when haproxy
     runs here) and those of the other hosts, through `remote(action, backend, server,

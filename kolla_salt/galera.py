@@ -105,16 +105,28 @@ def _query(container, sql):
     return result.output.decode(errors="replace").strip() if result.exit_code == 0 else None
 
 
+def member_spec(service):
+    """The container of a mariadb service entry (pillar) that holds the datadir (beside
+    it, on a cluster: its clustercheck)."""
+    return next(c["spec"] for c in service["containers"]
+                if any(v.split(":")[1] == DATADIR for v in c["spec"]["volumes"]))
+
+
+def _grastate(datadir):
+    path = os.path.join(datadir or "", "grastate.dat")
+    if not datadir or not os.path.isfile(path):
+        return {}
+    with open(path) as f:
+        return parse_grastate(f.read())
+
+
 def member_facts(client, spec):
     """What this host's member is: {data: whether its datadir holds a database,
     state: synced (in the primary component) | standalone (runs without Galera) |
     joining (runs, not synced) | down, grastate}."""
     import docker
     datadir = _datadir(client, spec)
-    grastate = {}
-    if datadir and os.path.isfile(os.path.join(datadir, "grastate.dat")):
-        with open(os.path.join(datadir, "grastate.dat")) as f:
-            grastate = parse_grastate(f.read())
+    grastate = _grastate(datadir)
     state = "down"
     try:
         container = client.containers.get(spec.name)
@@ -163,11 +175,15 @@ def stop(client, spec):
 
 def position(client, spec):
     """{data, uuid, seqno}: the last committed position of this member's datadir, from
-    grastate.dat after a clean stop, else recovered from InnoDB (mariadbd
-    --wsrep-recover, images/mariadb/kolla_galera_position) in a one-shot container."""
+    grastate.dat after a clean stop, else (seqno -1: a crash, or still running)
+    recovered from InnoDB by mariadbd --wsrep-recover in a one-shot container
+    (images/mariadb/kolla_galera_position)."""
     datadir = _datadir(client, spec)
     if not holds_data(datadir):
         return {"data": False, "uuid": NO_UUID, "seqno": -1}
+    grastate = _grastate(datadir)
+    if grastate.get("seqno", -1) != -1:
+        return {"data": True, "uuid": grastate["uuid"], "seqno": grastate["seqno"]}
     volume = _volume(client, spec).name
     output = client.containers.run(spec.image, ["kolla_galera_position"], entrypoint=[], user="mysql",
                                    volumes={volume: {"bind": DATADIR, "mode": "rw"}}, network_mode="none",

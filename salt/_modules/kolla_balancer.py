@@ -2,7 +2,6 @@
 (published through the master: its `peer` setting allows kolla_balancer.* between
 minions). A thin adapter over kolla_salt.balancer.Runtime."""
 __virtualname__ = "kolla_balancer"
-NOT_HERE = "no haproxy here"
 
 
 def __virtual__():
@@ -17,11 +16,12 @@ def _runtime():
 
 
 def _act(action, backend, server, timeout):
+    from kolla_salt.balancer import DONE, NOT_HERE
     runtime = _runtime()
     if runtime is None:
         return NOT_HERE
     getattr(runtime, action)(backend, server, int(timeout))
-    return "done"
+    return DONE
 
 
 def take_traffic(backend, server, timeout):

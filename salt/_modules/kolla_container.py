@@ -33,13 +33,14 @@ def _remote_balancers():
     answered with one (kolla_balancer answers "done" or that it has no haproxy)."""
     if __opts__.get("file_client") == "local":
         return None
+    from kolla_salt.balancer import DONE, NOT_HERE
     others = f"* and not {__opts__['id']}"
 
     def remote(action, backend, server, timeout):
         answers = __salt__["publish.publish"](others, f"kolla_balancer.{action}", [backend, server, timeout],
                                               tgt_type="compound", timeout=timeout + 10)
         answers = answers if isinstance(answers, dict) else {}   # (a text when the master timed out)
-        return {host: answer for host, answer in answers.items() if answer not in ("done", "no haproxy here")}
+        return {host: answer for host, answer in answers.items() if answer not in (DONE, NOT_HERE)}
     return remote
 
 

@@ -11,13 +11,13 @@ def __virtual__():
 def _member():
     import docker
 
+    from kolla_salt.galera import member_spec
     from kolla_salt.spec import ContainerSpec
     # A fresh pillar: the master asks before the deploy that may change this host's roles.
     service = next((s for s in __salt__["pillar.items"](unmask=True)["kolla"]["services"] if s["name"] == "mariadb"), None)
     if service is None:
         raise ValueError(f"{__opts__['id']}: mariadb is not declared for this host")
-    # the container that holds the datadir (beside it: its clustercheck)
-    spec = next(c["spec"] for c in service["containers"] if any(v.endswith(":/var/lib/mysql") for v in c["spec"]["volumes"]))
+    spec = member_spec(service)
     return docker.from_env(timeout=120), ContainerSpec.from_dict(dict(spec), where=f"spec of {spec['name']}")
 
 
