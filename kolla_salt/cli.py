@@ -72,6 +72,40 @@ def cmd_genpwd(args):
         yaml.safe_dump(current, f, default_flow_style=False)
     os.chmod(path, 0o600)
     print(f"{path}: {len(added)} password(s) generated, {len(current) - len(added)} kept (mode 0600)")
+    _make_key_repositories(args.config_dir)
+
+
+def _make_key_repositories(config_dir):
+    """The key repositories services declare (kolla_salt.keys) that the operator folder
+    lacks: those a volume on this host already holds (a deployment made before kolla-salt
+    kept them here) are adopted, the others made."""
+    from . import keys
+    prefix = _settings(argparse.Namespace(config_dir=config_dir))["container_name_prefix"]
+    for service, repositories in keys.declared().items():
+        for name, entry in repositories.items():
+            path = keys.repository_path(config_dir, service, name)
+            try:
+                keys.load(path)
+                continue
+            except ValidationError:
+                if path.exists():
+                    raise
+            found = _volume_keys_here(prefix + entry["volume"])
+            keys.save(path, found or keys.new_repository())
+            keys.load(path)   # adopted keys are checked as well
+            print(f"{path}: " + (f"adopted from the volume {prefix}{entry['volume']} on this host" if found
+                                 else "made") + " (mode 0600)")
+
+
+def _volume_keys_here(volume):
+    """The keys a volume of this host's engine holds ({} without an engine or volume)."""
+    import docker.errors
+
+    from . import keys
+    try:
+        return keys.volume_keys(_client(), volume)
+    except docker.errors.DockerException:
+        return {}
 
 
 def cmd_validate(args):
@@ -229,6 +263,52 @@ def cmd_deploy(args):
             args.master.check_galera(facts)
         return _orchestrate(args, "kolla.deploy", pillars, names)
     return _deploy(args, _validated_pillar(args))
+
+
+def cmd_rotate_keys(args):
+    """Rotates the key repositories that rotate (keystone's fernet keys): the staged key
+    becomes the primary one, a new key is staged; then deploys their services, which
+    writes the new keys on every host. Refused while some host does not hold the
+    current keys yet (its deploy did not reach it): the key made primary now must have
+    been on every host as the staged one ("distribute before use")."""
+    from . import keys
+    pillars = args.master.pillars(args.master.preflight()) if args.master else {"this host": _validated_pillar(args)}
+    prefix = next(iter(pillars.values()))["kolla"]["settings"]["container_name_prefix"]
+    rotating = []
+    for service, repositories in keys.declared().items():
+        hosts = sorted(h for h, p in pillars.items() if any(s["name"] == service for s in p["kolla"]["services"]))
+        for name, entry in repositories.items():
+            if "rotate" not in entry or not hosts:
+                continue
+            path = keys.repository_path(args.config_dir, service, name)
+            current = keys.load(path)
+            volume = prefix + entry["volume"]
+            held = _held_digests(args, hosts, volume)
+            behind = [h for h in hosts if held.get(h) != keys.digest(current)]
+            if behind:
+                raise KollaError(f"{path}: not rotated: {', '.join(behind)} do(es) not hold these keys in {volume} "
+                                 f"yet (or did not answer); run `kolla-salt deploy` first, so the key made "
+                                 f"primary is on every host before it is used; nothing was changed")
+            rotating.append((service, path, keys.rotated(current, entry["rotate"])))
+    if not rotating:
+        print("[rotate-keys] no host runs a service with keys that rotate; nothing to do")
+        return 0
+    for service, path, new in rotating:
+        keys.save(path, new)
+        print(f"[rotate-keys] {path}: key {max(map(int, new))} is the primary one now, a new key is staged, "
+              f"{len(new)} kept")
+    args.services = ",".join(sorted({service for service, _, _ in rotating}))
+    args.test, args.allow_release_jump = False, False
+    return cmd_deploy(args)
+
+
+def _held_digests(args, hosts, volume):
+    """{host: the digest of the keys its `volume` holds} (kolla_keys.digest)."""
+    if args.master:
+        return args.master.returns(hosts, "kolla_keys.digest", volume, timeout=30)
+    from . import keys
+    found = _volume_keys_here(volume)
+    return {hosts[0]: keys.digest(found) if found else None}
 
 
 def _all_hosts(pillars):
@@ -786,7 +866,10 @@ def build_parser():
     p.add_argument("--batch", type=int, default=1, help="through a master: hosts upgraded at a time (default 1)")
     add_release_jump(p)
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
-    add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml (keeps existing ones)")
+    add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml and make missing key repositories "
+                              "(keys/; keeps existing ones)")
+    add("rotate-keys", cmd_rotate_keys, "rotate keystone's fernet keys (keys/keystone/fernet) once every host "
+                                        "holds the current ones, then deploy them to every keystone host")
     add("releases", cmd_releases, "list known OpenStack releases, oldest first")
     p = add("status", cmd_status, "show the container-set tree with state, health, image, generation")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -823,7 +906,8 @@ def build_parser():
     return parser
 
 
-THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "mariadb-recovery")
+THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "mariadb-recovery",
+                  "rotate-keys")
 
 
 def _through_master(args):

@@ -12,6 +12,11 @@ def plan_folder(folder, files):
     current = {}
     if folder.is_dir():
         current = {p.name: p.read_text() for p in folder.iterdir() if p.is_file()}
+    return plan_changes(current, files)
+
+
+def plan_changes(current, files):
+    """{'added'|'changed'|'removed': [names]} from a folder holding `current` to `files`."""
     changes = {
         "added": sorted(set(files) - set(current)),
         "changed": sorted(n for n in files if n in current and current[n] != files[n]),

@@ -48,6 +48,11 @@ def capabilities_missing_from_bounding_set(status_file="/proc/self/status"):
     return [name for bit, name in enumerate(CAPABILITIES) if not mask >> bit & 1]
 
 
+def create_volume(client, name):
+    """A named volume with an id of its own (see ContainerManager.ensure_volumes)."""
+    return client.volumes.create(name, labels={LABEL_VOLUME_ID: uuid.uuid4().hex})
+
+
 def read_config_files(config_dir):
     """{relative path: text} of a rendered config folder (empty if none)."""
     files = {}
@@ -355,7 +360,7 @@ class ContainerManager:
             try:
                 self.client.volumes.get(volume)
             except docker.errors.NotFound:
-                self.client.volumes.create(volume, labels={LABEL_VOLUME_ID: uuid.uuid4().hex})
+                create_volume(self.client, volume)
 
     def _volume_identity(self, volume):
         """`name@id`; a volume made before ids were given keeps `unlabelled` (stable:

@@ -22,7 +22,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from . import paths
+from . import keys as key_repositories, paths
 from .build import discover, image_ref, install_type_problem
 from .clouds import keystone_url
 from .healthloop import beacon_config, restart_settings
@@ -397,7 +397,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                                 f"(services: {', '.join(sorted(known_services))})")
     prefix = settings["container_name_prefix"]
     images = discover()
-    enabled, definitions, addresses = {}, {}, {}
+    enabled, definitions, addresses, members = {}, {}, {}, {}
     for top, service in order:
         if not settings.get(f"enable_{service}", False):
             continue
@@ -413,6 +413,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         placed = {m: a for m, a in (peers or {minion_id: host["api_interface_address"]}).items()
                   if any(fnmatch.fnmatch(m, pattern) for pattern in patterns)}
         addresses[service] = sorted(placed.values())
+        members[service] = sorted(placed)
     balanced = loadbalancer_entries(enabled, addresses, problems) if settings["enable_haproxy"] else {}
     services = []
     for top, service in order:
@@ -440,7 +441,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 name = cfg["template"].removesuffix(".j2")
                 try:
                     text = renderer.template(service, cfg["template"], loadbalancer=list(balanced.values()),
-                                             peers=addresses[service])
+                                             peers=addresses[service], service_addresses=addresses)
                 except jinja2.TemplateError as error:
                     problems.append(f"salt/states/kolla/{service}/templates/{cfg['template']}: {error}")
                     continue
@@ -480,6 +481,11 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             job = dict(job)
             config_from = job.pop("config_from", None)
             after_containers = job.pop("after_containers", False)
+            run_once = job.pop("run_once", None)
+            if run_once not in (None, *RUN_ONCE):
+                problems.append(f"{jwhere}.run_once: '{run_once}' is not one of {', '.join(RUN_ONCE)}")
+            elif run_once and minion_id != members[service][RUN_ONCE[run_once]]:
+                continue
             job.update(name=prefix + jname, image=renderer.image(job["image"]), set_path=set_path,
                        restart_policy="no")
             if config_from:
@@ -489,6 +495,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             except ValidationError as error:
                 problems.extend(error.problems)
             entry["post_jobs" if after_containers else "jobs"].append(job)
+        entry["keys"] = service_keys(config_dir, service, prefix, problems)
         for name in sorted(set(overrides) - used_overrides):
             problems.append(f"{overrides[name]}: {service} has no config file '{name}' "
                             f"(it has: {', '.join(sorted({c['template'].removesuffix('.j2') for cn in (definition.get('containers') or {}).values() for c in cn.get('config_files', [])})) or 'none'})")
@@ -496,6 +503,25 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     if problems:
         raise ValidationError(problems)
     return services
+
+
+# A job's run_once: which of the service's hosts (in minion id order) runs it. With a
+# `serial` service the first runs it before any other host changes, the last after all.
+RUN_ONCE = {"first": 0, "last": -1}
+
+
+def service_keys(config_dir, service, prefix, problems):
+    """The key repositories a service's hosts write into their volumes (kolla_salt.keys)."""
+    found = []
+    for name, entry in key_repositories.declared().get(service, {}).items():
+        try:
+            loaded = key_repositories.load(key_repositories.repository_path(config_dir, service, name))
+        except ValidationError as error:
+            problems.extend(error.problems)
+            continue
+        found.append({"volume": prefix + entry["volume"], "owner": entry["owner"],
+                      "replace": "rotate" in entry, "keys": loaded})
+    return found
 
 
 LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",

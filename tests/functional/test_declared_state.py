@@ -148,8 +148,10 @@ def test_a_killed_keystone_swap_leaves_one_keystone_serving(cloud, docker_client
 
 def test_a_keystone_that_cannot_issue_tokens_is_not_healthy(cloud, docker_client):
     """Its fernet keys broken, keystone still answers GET /v3 (the old check said
-    healthy) but issues no token: its check fails, and a new generation is not
-    swapped in. The destroy test after this one starts from new volumes."""
+    healthy) but issues no token: its check fails. A new generation that cannot read
+    its keys is not swapped in; the deploy wrote the declared keys back, so the
+    running one issues tokens again. The destroy test after this one starts from new
+    volumes."""
     env = cloud
     keystone = docker_client.containers.get(env.name("keystone"))
     keystone.exec_run(["sh", "-c", "for key in /etc/keystone/fernet-keys/*; do echo broken > $key; done"])
@@ -158,7 +160,7 @@ def test_a_keystone_that_cannot_issue_tokens_is_not_healthy(cloud, docker_client
     assert check.exit_code == 1 and b"issuing a token" in check.output, check.output
     override = env.config_dir / "config" / "keystone" / "keystone.conf"
     override.parent.mkdir(parents=True)
-    override.write_text("[DEFAULT]\ndebug = true\n")
+    override.write_text("[fernet_tokens]\nkey_repository = /etc/keystone/no-keys\n")
     env.write_globals(container_health_timeout=20)
     try:
         proc = env.run("deploy", check=False)
@@ -166,7 +168,10 @@ def test_a_keystone_that_cannot_issue_tokens_is_not_healthy(cloud, docker_client
         override.unlink()
         env.write_globals(container_health_timeout=120)
     assert proc.returncode == 1 and "issuing a token" in proc.stdout, proc.stdout
+    assert f"changed kolla-keystone-keys-{env.name('keystone_fernet_keys')}" in proc.stdout.replace(
+        "changed  ", "changed ") or "keys written" in proc.stdout, proc.stdout
     assert docker_client.containers.get(env.name("keystone")).id == keystone.id
+    assert keystone.exec_run(["kolla_keystone_check"]).exit_code == 0
 
 
 def test_destroy_with_volumes_then_deploy_gives_a_working_keystone(cloud, docker_client):
@@ -177,7 +182,7 @@ def test_destroy_with_volumes_then_deploy_gives_a_working_keystone(cloud, docker
     history = json.loads(env.run("history", "keystone", "--format", "json").stdout)
     assert "running" not in [h["outcome"] for h in history]
     out = env.run("deploy").stdout
-    for job in ("keystone_database", "keystone_db_expand", "keystone_fernet_setup", "keystone_bootstrap",
+    for job in ("keystone_database", "keystone_db_expand", "keystone_bootstrap",
                 "keystone_health_user", "keystone_db_contract"):
         assert f"ran {env.name(job)}" in out, job
     assert env.openstack("token", "issue", "-c", "id").strip()

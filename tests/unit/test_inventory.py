@@ -6,6 +6,7 @@ import yaml
 from kolla_salt import paths
 from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar, load_passwords, load_settings
+from operator_files import write_secrets
 
 
 def write(folder, name, data, mode=0o600):
@@ -95,8 +96,7 @@ def test_a_readable_passwords_file_is_made_private(tmp_path):
 
 def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     write(tmp_path, "globals.yml", {"container_name_prefix": "t-"})
-    write(tmp_path, "passwords.yml", {k: f"pw-{k}" for k in yaml.safe_load(
-        (paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}})
+    write_secrets(tmp_path)
     pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
     names = [s["name"] for s in pillar["services"]]
     assert names == ["cron", "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "glance", "placement"]
@@ -118,8 +118,7 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
 
 
 def test_an_interface_the_host_does_not_have_is_refused(tmp_path):
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
-    write(tmp_path, "passwords.yml", {k: f"pw-{k}" for k in wanted})
+    write_secrets(tmp_path)
     write(tmp_path, "globals.yml", {"network_interface": "nosuch0"})
     with pytest.raises(ValidationError, match="key 'api_interface'/'network_interface' is 'nosuch0', which has no "
                                               r"IPv4 address on this host \(have: eth0, lo\)"):
@@ -129,8 +128,7 @@ def test_an_interface_the_host_does_not_have_is_refused(tmp_path):
 
 
 def test_a_host_receives_only_the_secrets_its_services_use(tmp_path):
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
-    write(tmp_path, "passwords.yml", {k: f"pw-{k}" for k in wanted})
+    write_secrets(tmp_path)
     write(tmp_path, "globals.yml", {"roles": {"control": ["ctl*"], "compute": ["cmp*"], "network": ["ctl*"],
                                               "storage": ["ctl*"]}})
     control = build_pillar(tmp_path, "ctl1", interfaces={"lo": ["127.0.0.1"]})["kolla"]
@@ -142,7 +140,7 @@ def test_a_host_receives_only_the_secrets_its_services_use(tmp_path):
 
 def test_log_rotation_follows_every_host_given_a_service_even_by_a_service_role(tmp_path):
     """cron's folder says `role: all`: a host named only by roles.memcached gets it too."""
-    write(tmp_path, "passwords.yml", {k: "pw" for k in yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())})
+    write_secrets(tmp_path, value=lambda key: "pw")
     write(tmp_path, "globals.yml", {"roles": {"control": ["ctl1"], "compute": [], "network": [], "storage": [],
                                               "memcached": ["cache1"]}})
     names = {host: [s["name"] for s in build_pillar(tmp_path, host, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]]

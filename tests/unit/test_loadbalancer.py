@@ -3,15 +3,14 @@ derived from them, and the VIP's rules."""
 import pytest
 import yaml
 
-from kolla_salt import paths
 from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar, loadbalancer_entries
 from kolla_salt.spec import ContainerSpec
+from operator_files import write_secrets
 
 
 def operator_folder(folder, **globals_):
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
-    (folder / "passwords.yml").write_text(yaml.safe_dump({k: f"pw-{k}" for k in wanted}))
+    write_secrets(folder)
     (folder / "globals.yml").write_text(yaml.safe_dump({"container_name_prefix": "t-", **globals_}))
 
 

@@ -4,10 +4,10 @@ import json
 import pytest
 import yaml
 
-from kolla_salt import paths
 from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar, registration_job
 from kolla_salt.spec import ContainerSpec
+from operator_files import write_secrets
 
 SETTINGS = {"api_interface_address": "127.0.0.1", "kolla_internal_fqdn": "127.0.0.10", "keystone_public_port": 5000, "keystone_admin_user": "admin",
             "keystone_admin_project": "admin", "openstack_region_name": "RegionOne", "container_name_prefix": "t-",
@@ -76,9 +76,7 @@ def test_every_problem_of_a_block_is_named_with_its_file_and_key():
 
 
 def write_operator_files(folder, **globals_):
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
-    (folder / "passwords.yml").write_text(yaml.safe_dump({k: f"pw-{k}" for k in wanted}))
-    (folder / "passwords.yml").chmod(0o600)
+    write_secrets(folder)
     (folder / "globals.yml").write_text(yaml.safe_dump(globals_))
 
 
