@@ -5,6 +5,7 @@ import math
 import socket
 import threading
 import time
+import urllib.error
 import urllib.request
 
 
@@ -64,6 +65,20 @@ def token_issue(port, password, address="127.0.0.1", user="admin", project=None,
     request = urllib.request.Request(f"http://{address}:{port}/v3/auth/tokens", json.dumps({"auth": auth}).encode(),
                                      {"Content-Type": "application/json"})
     return urllib.request.urlopen(request, timeout=timeout)
+
+
+def token_valid(port, password, token, address="127.0.0.1", timeout=5):
+    """Whether keystone at address:port says `token` is valid (asked with an admin
+    token it issues): keystones on several hosts read each other's tokens."""
+    with token_issue(port, password, address, project="admin", timeout=timeout) as answer:
+        admin = answer.headers["X-Subject-Token"]
+    request = urllib.request.Request(f"http://{address}:{port}/v3/auth/tokens",
+                                     headers={"X-Auth-Token": admin, "X-Subject-Token": token})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status == 200
+    except urllib.error.HTTPError:
+        return False
 
 
 def token_request(port, password, address="127.0.0.1", user="admin"):

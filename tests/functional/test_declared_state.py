@@ -1,10 +1,15 @@
 """The declared state is the truth: what upgrade, rollback, destroy and a disabled
 service leave behind is what the next deploy keeps, so that deploy is a no-op."""
+import functools
 import json
+import shutil
 
 import docker.errors
 import pytest
 from conftest import IMAGES
+from probes import token_valid
+
+from kolla_salt import keys
 
 pytestmark = pytest.mark.functional
 CONTROL = {"enable_rabbitmq": False, "enable_cron": False}
@@ -146,30 +151,65 @@ def test_a_killed_keystone_swap_leaves_one_keystone_serving(cloud, docker_client
     assert "0 changed, 0 failed" in env.run("deploy").stdout
 
 
-def test_a_keystone_that_cannot_issue_tokens_is_not_healthy(cloud, docker_client):
+def test_rotated_keys_reach_keystone_only_once_it_holds_the_current_ones(cloud, docker_client):
+    """rotate-keys makes the staged key primary and stages a new one in the operator
+    folder, then deploys them: a token issued before still validates. It is refused
+    while the volume does not hold the current keys (a deploy writes them back); a
+    volume holding other credential keys is refused, not overwritten; genpwd adopts
+    a volume's keys the operator folder lacks."""
+    env = cloud
+    valid = functools.partial(token_valid, env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"])
+    fernet = env.config_dir / "keys" / "keystone" / "fernet"
+    keystone = docker_client.containers.get(env.name("keystone"))
+
+    def in_volume(folder="fernet-keys"):
+        listing = keystone.exec_run(["sh", "-c", f"cd /etc/keystone/{folder} && for k in *; do echo $k $(cat $k); done"],
+                                    user="root").output.decode()
+        return dict(line.split() for line in listing.splitlines())
+
+    before = env.openstack("token", "issue", "-c", "id").strip()
+    staged = keys.load(fernet)["0"]
+    out = env.run("rotate-keys").stdout
+    assert "key 2 is the primary one now, a new key is staged, 3 kept" in out, out
+    assert f"volume {env.name('keystone_fernet_keys')}: keys written" in out
+    assert in_volume() == keys.load(fernet) and in_volume()["2"] == staged
+    assert keystone.id == docker_client.containers.get(env.name("keystone")).id   # keystone reads them as it goes
+    assert valid(before)
+    assert valid(env.openstack("token", "issue", "-c", "id").strip())
+    assert "0 changed, 0 failed" in env.run("deploy", "--test").stdout
+
+    keystone.exec_run(["rm", "/etc/keystone/fernet-keys/0"], user="root")   # a host the last deploy missed
+    proc = env.run("rotate-keys", check=False)
+    assert proc.returncode == 1 and "run `kolla-salt deploy` first" in proc.stderr, proc.stderr
+    assert keys.load(fernet) == in_volume() | {"0": keys.load(fernet)["0"]}   # nothing rotated
+    env.run("deploy")
+    assert in_volume() == keys.load(fernet)
+
+    credential = env.config_dir / "keys" / "keystone" / "credential"
+    held = in_volume("credential-keys")
+    keys.save(credential, keys.new_repository())        # not the keys the database's credentials need
+    proc = env.run("deploy", check=False)
+    assert proc.returncode == 1 and "holds keys other than the declared ones" in proc.stdout, proc.stdout
+    assert in_volume("credential-keys") == held
+    shutil.rmtree(credential)
+    assert "adopted from the volume" in env.run("genpwd").stdout
+    assert keys.load(credential) == held
+    assert "0 changed, 0 failed" in env.run("deploy", "--test").stdout
+
+
+def test_a_keystone_that_cannot_issue_tokens_is_not_healthy_and_a_deploy_repairs_its_keys(cloud, docker_client):
     """Its fernet keys broken, keystone still answers GET /v3 (the old check said
-    healthy) but issues no token: its check fails. A new generation that cannot read
-    its keys is not swapped in; the deploy wrote the declared keys back, so the
-    running one issues tokens again. The destroy test after this one starts from new
-    volumes."""
+    healthy) but issues no token: its check fails. The keys are declared (the
+    operator folder's): the next deploy writes them back, and the same container
+    issues tokens again."""
     env = cloud
     keystone = docker_client.containers.get(env.name("keystone"))
     keystone.exec_run(["sh", "-c", "for key in /etc/keystone/fernet-keys/*; do echo broken > $key; done"])
     assert keystone.exec_run(["kolla_check", "http-unix", "/var/lib/keystone/uwsgi.sock", "/v3", "200"]).exit_code == 0
     check = keystone.exec_run(["kolla_keystone_check"])
     assert check.exit_code == 1 and b"issuing a token" in check.output, check.output
-    override = env.config_dir / "config" / "keystone" / "keystone.conf"
-    override.parent.mkdir(parents=True)
-    override.write_text("[fernet_tokens]\nkey_repository = /etc/keystone/no-keys\n")
-    env.write_globals(container_health_timeout=20)
-    try:
-        proc = env.run("deploy", check=False)
-    finally:
-        override.unlink()
-        env.write_globals(container_health_timeout=120)
-    assert proc.returncode == 1 and "issuing a token" in proc.stdout, proc.stdout
-    assert f"changed kolla-keystone-keys-{env.name('keystone_fernet_keys')}" in proc.stdout.replace(
-        "changed  ", "changed ") or "keys written" in proc.stdout, proc.stdout
+    out = env.run("deploy").stdout
+    assert f"volume {env.name('keystone_fernet_keys')}: keys written" in out, out
     assert docker_client.containers.get(env.name("keystone")).id == keystone.id
     assert keystone.exec_run(["kolla_keystone_check"]).exit_code == 0
 

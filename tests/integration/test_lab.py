@@ -557,17 +557,89 @@ def test_rabbitmq_on_three_hosts_is_one_cluster_that_serves_while_a_node_is_down
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
+def probe_from(host, expression, password):
+    """The value of `expression` (tests/probes.py's names and `password` in scope),
+    computed by a python in `host`'s namespace (None when it fails or hangs)."""
+    code = ("import json, os, sys; sys.path.insert(0, %r); from probes import *; "
+            "password = os.environ['KST_ADMIN_PASSWORD']; print(json.dumps(%s))"
+            % (str(Path(__file__).resolve().parent.parent), expression))
+    try:
+        out = subprocess.run(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", code],
+                             env={**os.environ, "KST_ADMIN_PASSWORD": password},
+                             capture_output=True, text=True, timeout=60).stdout
+        return json.loads(out) if out.strip() else None
+    except subprocess.TimeoutExpired:
+        return None
+
+
 def token_answered(host, password):
     """Whether keystone issues a token through the VIP to a client on `host`."""
-    probe = ("import os, sys; sys.path.insert(0, %r); from probes import token_request; "
-             "print(token_request(5000, os.environ['KST_ADMIN_PASSWORD'], %r)())"
-             % (str(Path(__file__).resolve().parent.parent), VIP))
+    return probe_from(host, f"token_request(5000, password, {VIP!r})()", password) is True
+
+
+def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_without_a_failed_request(
+        hosts, cloud, clusters):
+    """keystone grown from host1 to all three hosts (the database and memcached are on
+    all three already): each keystone validates the tokens another issued, from the
+    same keys in every volume. A key rotation reaches all three; tokens from before stay
+    valid. A reconfigure replaces them one host at a time (each drained in every
+    haproxy) while a client asks for tokens through the VIP: none fails, and the schema
+    is contracted once, on the last host, after all three serve the new generation."""
+    host1, host2, host3 = hosts
+    settings = yaml.safe_load(cloud["globals"].read_text())
+    settings["roles"]["keystone"] = ["host1", "host2", "host3"]
+    cloud["globals"].write_text(yaml.safe_dump(settings))
+    began = time.monotonic()
+    out = kolla("deploy")
+    print(f"\nkeystone grown to 3 hosts: {time.monotonic() - began:.1f} s (the deploy)")
+    for host in ("host2", "host3"):
+        assert f"{host}: changed keystone: keystone created, generation 1 is healthy" in out, out
+        assert f"{host}: changed keystone_fernet_keys: volume keystone_fernet_keys: keys written" in out
+    assert "ran keystone_" not in out   # the database is keystone's already: no job runs again
+    password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
+    servers = [(h["address"], int(engine(h).containers.get("keystone").labels["kolla.listen-port"])) for h in hosts]
+
+    def fernet_keys():
+        return [engine(h).containers.get("keystone").exec_run(
+            ["sh", "-c", "cd /etc/keystone/fernet-keys && sha256sum *"], user="root").output.decode() for h in hosts]
+
+    def validated_everywhere(issuer):
+        """A token issued by `issuer` (an index of servers), and which servers validate it."""
+        address, port = servers[issuer]
+        return probe_from(host2, f"(lambda token: [token, [token_valid(p, password, token, a) for a, p in {servers!r}]])"
+                                 f"(token_issue({port}, password, {address!r}).headers['X-Subject-Token'])", password)
+
+    before, validators = validated_everywhere(0)
+    assert validators == [True, True, True]
+    assert fernet_keys()[0] == fernet_keys()[1] == fernet_keys()[2] and len(fernet_keys()[0].splitlines()) == 2
+
+    out = kolla("rotate-keys")
+    for host in ("host1", "host2", "host3"):
+        assert f"{host}: changed keystone_fernet_keys: volume keystone_fernet_keys: keys written" in out, out
+    keys_now = fernet_keys()
+    assert keys_now[0] == keys_now[1] == keys_now[2] and len(keys_now[0].splitlines()) == 3
+    assert probe_from(host3, f"[token_valid(p, password, {before!r}, a) for a, p in {servers!r}]",
+                      password) == [True, True, True]
+    assert validated_everywhere(2)[1] == [True, True, True]
+
+    override = Path(cloud["lab"].config_dir()) / "config" / "keystone" / "keystone.conf"
+    override.parent.mkdir(parents=True, exist_ok=True)
+    holder = vip_off(hosts, "host1")
+    probe = vip_client(next(h for h in hosts if h["name"] not in ("host1", holder)), admin_password=password)
     try:
-        return subprocess.run(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", probe],
-                              env={**os.environ, "KST_ADMIN_PASSWORD": password},
-                              capture_output=True, text=True, timeout=30).stdout.strip() == "True"
-    except subprocess.TimeoutExpired:
-        return False
+        time.sleep(1)
+        override.write_text("[DEFAULT]\nmax_param_size = 66\n")   # declared from now on
+        out = kolla("deploy")
+    finally:
+        seen = json.loads(probe.communicate(input="", timeout=120)[0])
+    print(f"keystone replaced on 3 hosts one at a time, VIP on {holder}: {seen['sent']} token requests, "
+          f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
+    swapped = [out.index(f"{h}: changed keystone: keystone recreated") for h in ("host1", "host2", "host3")]
+    contracted = [line for line in out.splitlines() if "ran keystone_db_contract" in line]
+    assert swapped == sorted(swapped) and len(contracted) == 1 and contracted[0].startswith("host3:"), out
+    assert out.index(contracted[0]) > swapped[-1]
+    assert seen["sent"] >= 50 and seen["failed"] == 0, seen
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
 def test_lab_down_leaves_nothing_behind(hosts):
