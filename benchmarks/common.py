@@ -13,7 +13,8 @@ import docker
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from probes import Prober, keystone_answers, memcached_answers, token_issue, token_request  # noqa: E402,F401
+from probes import (Prober, keystone_answers, memcached_answers, projects_listed, token_issue,  # noqa: E402,F401
+                    token_request)
 
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 # Below the ephemeral ports, like the tests' (see tests/conftest.py), and apart from them.

@@ -13,25 +13,14 @@ Usage: .venv/bin/python benchmarks/rolling_upgrade.py [--help] [--rounds N] [--l
 """
 import argparse
 import io
-import json
 import time
-import urllib.request
 
 import docker
 
-from common import BenchEnv, Prober, token_issue, token_request
+from common import BenchEnv, Prober, projects_listed, token_issue, token_request
 from kolla_salt.inventory import default_settings
 
 INTERVAL = 0.02
-
-
-def projects_listed(address, port, token):
-    """A probe: whether keystone lists projects for `token`."""
-    def probe():
-        request = urllib.request.Request(f"http://{address}:{port}/v3/projects", headers={"X-Auth-Token": token})
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return answer.status == 200 and "projects" in json.load(answer)
-    return probe
 
 
 def run_mode(client, haproxy, rounds, listers, extra_tags):
@@ -46,7 +35,7 @@ def run_mode(client, haproxy, rounds, listers, extra_tags):
         with token_issue(port, password, address, project="admin", timeout=10) as answer:
             token = answer.headers["X-Subject-Token"]
         probers = [Prober(token_request(port, password, address), INTERVAL, limit=100000)]
-        probers += [Prober(projects_listed(address, port, token), INTERVAL, limit=100000) for _ in range(listers)]
+        probers += [Prober(projects_listed(port, token, address), INTERVAL, limit=100000) for _ in range(listers)]
         image = client.containers.get(env.prefix + "keystone").image
         for prober in probers:
             prober.start()

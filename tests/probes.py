@@ -1,7 +1,13 @@
 """Clients that ask a service at a steady pace and count what failed: the
-zero-failure tests and the outage benchmarks (benchmarks/common.py) use them."""
+zero-failure tests and the outage benchmarks (benchmarks/common.py) use them.
+
+Run as a script, it is such a client in a lab host's namespace (see main):
+    ip netns exec NS python tests/probes.py --address 198.18.0.10 --every 0.05"""
+import argparse
 import json
 import math
+import os
+import sys
 import socket
 import threading
 import time
@@ -87,3 +93,49 @@ def token_request(port, password, address="127.0.0.1", user="admin"):
         with token_issue(port, password, address, user) as answer:
             return answer.status == 201
     return probe
+
+
+def projects_listed(port, token, address="127.0.0.1"):
+    """A probe: whether keystone lists projects for `token`."""
+    def probe():
+        request = urllib.request.Request(f"http://{address}:{port}/v3/projects", headers={"X-Auth-Token": token})
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status == 200 and "projects" in json.load(answer)
+    return probe
+
+
+def main(argv=None):
+    """Asks keystone at ADDRESS:PORT every EVERY s until its stdin closes, then prints
+    what it counted as JSON (sent, failed, the times of the answers, the longest gap
+    of one client): keystone's version document, or, with the admin's password in
+    KST_ADMIN_PASSWORD, tokens (its database too) and --listers clients listing
+    projects with a token."""
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--address", required=True)
+    parser.add_argument("--port", type=int, default=5000)
+    parser.add_argument("--every", type=float, default=0.05, help="seconds between two requests of a client")
+    parser.add_argument("--limit", type=int, default=2000, help="requests per client at most")
+    parser.add_argument("--listers", type=int, default=0, help="with a password: clients listing projects")
+    args = parser.parse_args(argv)
+    password = os.environ.get("KST_ADMIN_PASSWORD")
+    if password:
+        probers = [Prober(token_request(args.port, password, args.address), args.every, args.limit)]
+        if args.listers:
+            with token_issue(args.port, password, args.address, project="admin", timeout=10) as answer:
+                token = answer.headers["X-Subject-Token"]
+            probers += [Prober(projects_listed(args.port, token, args.address), args.every, args.limit)
+                        for _ in range(args.listers)]
+    else:
+        probers = [Prober(lambda: keystone_answers(args.port, 1.0, args.address), args.every, args.limit)]
+    for prober in probers:
+        prober.start()
+    sys.stdin.read()
+    for prober in probers:
+        prober.stop()
+    print(json.dumps({"sent": sum(p.calls for p in probers), "failed": sum(p.failed for p in probers),
+                      "answers": sorted(t for p in probers for t in p.answers),
+                      "gap": max(p.longest_gap() for p in probers)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -315,28 +315,15 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
 
 
 VIP = "198.18.0.10"
-# Asks keystone's version document through the VIP every 50 ms (or, given the admin's
-# password, a token every 100 ms), in a lab host's namespace, until its stdin closes
-# (at most 2000 times); prints what tests/probes.py's Prober counted.
-VIP_PROBE = f"""
-import json, os, sys
-sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-from probes import Prober, keystone_answers, token_request
-if os.environ.get("KST_ADMIN_PASSWORD"):   # tokens: keystone and its database
-    prober = Prober(token_request(5000, os.environ["KST_ADMIN_PASSWORD"], {VIP!r}), 0.1, limit=2000)
-else:
-    prober = Prober(lambda: keystone_answers(5000, 1.0, {VIP!r}), 0.05, limit=2000)
-prober.start()
-sys.stdin.read()
-prober.stop()
-print(json.dumps({{"sent": prober.calls, "failed": prober.failed, "answers": prober.answers,
-                  "gap": prober.longest_gap()}}))
-"""
+PROBES = str(Path(__file__).resolve().parent.parent / "probes.py")
 
 
 def vip_client(host, admin_password=None):
-    """A client of the VIP on `host`; .communicate(input="") ends it and returns its figures."""
-    return subprocess.Popen(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", VIP_PROBE],
+    """A client of keystone through the VIP, in `host`'s namespace (tests/probes.py):
+    its version document every 50 ms, or given the admin's password a token every
+    100 ms; .communicate(input="") ends it and returns its figures."""
+    return subprocess.Popen(["ip", "netns", "exec", host["namespace"], sys.executable, PROBES, "--address", VIP,
+                             "--every", "0.1" if admin_password else "0.05"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, **({"KST_ADMIN_PASSWORD": admin_password} if admin_password else {})})
 

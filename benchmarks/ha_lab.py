@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""The highly available control plane on a lab of 3 hosts on this machine (its own
+name, kbench; removed at the end): every host a control host (mariadb as a Galera
+cluster, rabbitmq as a cluster, memcached, keystone, haproxy and keepalived with
+the VIP 198.18.0.10). Figures:
+  - the HA deploy through the master from built images (the hosts pull);
+  - a rolling keystone upgrade to a new image, host by host, while clients in a
+    host's namespace ask through the VIP (a token client and --listers project
+    listers): requests sent, failed, longest gap (goal: 0 failed of >= 2,000);
+  - VIP failover seen by a client: the holder's keepalived stopped;
+  - Galera recovery after every member stopped (`mariadb-recovery`).
+Usage: .venv/bin/python benchmarks/ha_lab.py [--help] [--listers N] [--every S]"""
+import argparse
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import docker
+import yaml
+
+from common import KOLLA
+
+LAB, VIP = "kbench", "198.18.0.10"
+PROBES = str(Path(__file__).resolve().parent.parent / "tests" / "probes.py")
+
+
+def kolla(*args):
+    started = time.monotonic()
+    proc = subprocess.run([KOLLA, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"kolla-salt {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return time.monotonic() - started
+
+
+def client(host, password=None, *args):
+    """tests/probes.py through the VIP in `host`'s namespace; .communicate(input="") ends it."""
+    return subprocess.Popen(["ip", "netns", "exec", host["namespace"], sys.executable, PROBES, "--address", VIP,
+                             *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **({"KST_ADMIN_PASSWORD": password} if password else {})})
+
+
+def figures(probe):
+    seen = json.loads(probe.communicate(input="", timeout=300)[0])
+    return f"{seen['sent']} requests, {seen['failed']} failed, longest gap {seen['gap']:.2f} s", seen
+
+
+def vip_holder(hosts, other_than=None, timeout=30):
+    began = time.monotonic()
+    while time.monotonic() - began < timeout:
+        holders = [h for h in hosts if f"inet {VIP}/" in subprocess.run(
+            ["ip", "-n", h["namespace"], "-4", "-o", "addr", "show", "dev", "eth0"],
+            capture_output=True, text=True).stdout]
+        if len(holders) == 1 and holders[0] is not other_than:
+            return holders[0], time.monotonic() - began
+        time.sleep(0.1)
+    raise SystemExit(f"no single VIP holder after {timeout} s")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--listers", type=int, default=3, help="clients listing projects during the upgrade")
+    parser.add_argument("--every", type=float, default=0.02, help="seconds between two requests of a client")
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from kolla_salt.build import image_ref, push
+    from kolla_salt.inventory import load_settings
+    from kolla_salt.lab import Lab
+    lab = Lab(LAB, 3)
+    local = docker.from_env()
+    new_refs = []
+    kolla("build")
+    try:
+        up = kolla("lab", "up", "--name", LAB, "--hosts", "3")
+        described = lab.describe()
+        hosts, folder = described["hosts"], Path(described["config_dir"])
+        settings = yaml.safe_load((folder / "globals.yml").read_text())
+        settings.update(enable_haproxy=True, enable_keepalived=True, kolla_internal_vip_address=VIP,
+                        enable_glance=False, enable_placement=False,
+                        roles={"control": [h["name"] for h in hosts], "compute": []})
+        (folder / "globals.yml").write_text(yaml.safe_dump(settings))
+        pushed = kolla("--lab", LAB, "build", "--push")
+        deploy = kolla("--lab", LAB, "deploy")
+        print(f"lab up {up:.1f} s; images pushed to its registry {pushed:.1f} s")
+        print(f"HA deploy of 3 control hosts through the master from built images: {deploy:.1f} s")
+        password = yaml.safe_load((folder / "passwords.yml").read_text())["keystone_admin_password"]
+
+        # A really new keystone image (the built one plus a label), in the lab's registry.
+        lab_settings = load_settings(folder)
+        current = local.images.get(image_ref(lab_settings, "keystone"))
+        tag = "kbench-rolling"
+        ref = image_ref(lab_settings, "keystone", tag)
+        local.images.build(fileobj=io.BytesIO(f"FROM {current.id}\nLABEL kolla.bench={tag}\n".encode()),
+                           tag=ref, rm=True)
+        new_refs.append(ref)
+        push(ref, insecure=True, netns=lab.master().netns)
+        holder, _ = vip_holder(hosts)
+        watcher = next(h for h in hosts if h is not holder)
+        probe = client(watcher, password, "--every", str(args.every), "--listers", str(args.listers),
+                       "--limit", "100000")
+        time.sleep(2)
+        settings["keystone_tag"] = tag
+        (folder / "globals.yml").write_text(yaml.safe_dump(settings))
+        upgrade = kolla("--lab", LAB, "upgrade", "--services", "keystone")
+        time.sleep(2)
+        text, seen = figures(probe)
+        print(f"rolling keystone upgrade on 3 hosts (VIP on {holder['name']}, clients on {watcher['name']}): "
+              f"upgrade {upgrade:.1f} s; {text}; goal 0 failed of >= 2000: "
+              f"{'met' if seen['failed'] == 0 and seen['sent'] >= 2000 else 'not met'}")
+
+        probe = client(watcher)
+        time.sleep(2)
+        engine = docker.DockerClient(base_url=holder["docker_host"], timeout=120)
+        engine.containers.get("keepalived").stop()
+        new, moved = vip_holder(hosts, other_than=holder)
+        time.sleep(3)
+        text, _ = figures(probe)
+        engine.containers.get("keepalived").start()
+        print(f"VIP failover, keepalived stopped on {holder['name']}: VIP on {new['name']} after {moved:.1f} s; "
+              f"a client on {watcher['name']}: {text}")
+
+        for host in hosts:
+            docker.DockerClient(base_url=host["docker_host"], timeout=120).containers.get("mariadb").stop()
+        recovery = kolla("--lab", LAB, "mariadb-recovery")
+        print(f"Galera recovery after all 3 members stopped: {recovery:.1f} s (mariadb-recovery)")
+    finally:
+        down = kolla("lab", "down", "--name", LAB, "--hosts", "3")
+        print(f"lab down: {down:.1f} s")
+        for ref in new_refs:
+            local.images.remove(ref, force=True)
+
+
+if __name__ == "__main__":
+    main()
