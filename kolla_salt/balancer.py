@@ -108,27 +108,31 @@ DONE, NOT_HERE = "done", "no haproxy here"
 
 class Balancers:
     """Every haproxy in front of a server: this host's (a Runtime; used when haproxy
-    runs here) and those of the other hosts, through `remote(action, backend, server,
-    timeout)`, which runs the same Runtime action on each of them (the salt module
-    kolla_balancer, published through the master) and returns {host: problem}, only
-    for hosts that answered with one. A host that does not answer serves nobody
-    through its haproxy (keepalived moved the VIP away), so it holds no swap up."""
+    runs here, named `here`) and those of the other hosts, through `remote(action,
+    backend, server, timeout)`, which runs the same Runtime action on each of them
+    (the salt module kolla_balancer, published through the master) and returns
+    {host: its answer}: DONE, NOT_HERE, or a problem. A host that does not answer
+    serves nobody through its haproxy (keepalived moved the VIP away), so it holds
+    no swap up. Each action returns the hosts whose haproxy did it."""
 
-    def __init__(self, local=None, remote=None):
-        self.local, self.remote = local, remote
+    def __init__(self, local=None, remote=None, here="this host"):
+        self.local, self.remote, self.here = local, remote, here
 
     def active(self):
         return self.remote is not None or (self.local is not None and self.local.available())
 
     def _everywhere(self, action, backend, server, timeout):
-        problems = self.remote(action, backend, server, timeout) if self.remote else {}
+        answers = self.remote(action, backend, server, timeout) if self.remote else {}
         if self.local is not None and self.local.available():
             getattr(self.local, action)(backend, server, timeout)
+            answers[self.here] = DONE
+        problems = {host: answer for host, answer in answers.items() if answer not in (DONE, NOT_HERE)}
         if problems:
             raise BalancerError("; ".join(f"haproxy on {host}: {problem}" for host, problem in sorted(problems.items())))
+        return sorted(host for host, answer in answers.items() if answer == DONE)
 
     def take_traffic(self, backend, server, timeout):
-        self._everywhere("take_traffic", backend, server, timeout)
+        return self._everywhere("take_traffic", backend, server, timeout)
 
     def drain(self, backend, server, timeout):
-        self._everywhere("drain", backend, server, timeout)
+        return self._everywhere("drain", backend, server, timeout)

@@ -169,12 +169,12 @@ class ContainerManager:
         self._missing_caps = None
 
     @classmethod
-    def from_settings(cls, settings, passwords=(), out=None, client=None, remote_balancers=None):
+    def from_settings(cls, settings, passwords=(), out=None, client=None, remote_balancers=None, host="this host"):
         """The manager of a deployment: its state folder, health timeout and kept
         generations from the kolla settings; passwords are redacted from output.
         `remote_balancers`: how a swap reaches the haproxies of other hosts
-        (kolla_salt.balancer.Balancers), through a master."""
-        balancer = (Balancers(Runtime(settings["haproxy_runtime_directory"]), remote_balancers)
+        (kolla_salt.balancer.Balancers), through a master; `host`: this one's name."""
+        balancer = (Balancers(Runtime(settings["haproxy_runtime_directory"]), remote_balancers, host)
                     if settings.get("enable_haproxy") else None)
         return cls(client, settings["kolla_state_directory"], settings["container_health_timeout"],
                    settings["generations_kept"], secrets=list(passwords), out=out, balancer=balancer)
@@ -319,7 +319,7 @@ class ContainerManager:
                 self._take_traffic(container)
                 self.history(spec.name).set_running(plan.generation)
             elif plan.action == "recreate":
-                self._swap(target, plan.generation)
+                plan.notes += self._swap(target, plan.generation)
             elif plan.action == "start":
                 container = self.get(spec.name)
                 self._start_and_wait(container, target.spec)
@@ -428,7 +428,8 @@ class ContainerManager:
 
     def _swap(self, target, generation):
         """Replaces the current container by a new generation made from `target`,
-        journaling each step (kolla_salt.swap); the caller holds the swap lock."""
+        journaling each step (kolla_salt.swap); the caller holds the swap lock.
+        Returns notes for the operator (where the old generation was drained)."""
         spec = target.spec
         journal = self.journal(spec.name)
         old = self.get(spec.name)
@@ -448,7 +449,8 @@ class ContainerManager:
                                       restart_policy="no" if overlap else None,
                                       listen_port=_other_listen_port(spec, old))
         journal.step("created")
-        healthy = overlap and self._start_new(new, old, spec, generation, old_generation, beside=True)
+        healthy, notes = self._start_new(new, old, spec, generation, old_generation, beside=True) if overlap \
+            else (False, [])
         if healthy:
             journal.step("healthy")
         self._retire(old, aside)
@@ -459,6 +461,7 @@ class ContainerManager:
             journal.step("healthy")
         self._complete(spec.name, new, generation, journal.read()["previous_outcome"])
         self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
+        return notes
 
     def _complete(self, name, new, generation, previous_outcome):
         """The end of a swap whose new generation passed its check (in _swap, or in
@@ -472,22 +475,22 @@ class ContainerManager:
         self.journal(name).end()
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
-        """Starts the new generation and waits for its check; True once it passes.
-        `beside`: the old one still runs (overlap). A new one that exits there could
-        not share the port (an old generation without SO_REUSEPORT, another user):
-        False, and the caller replaces the old one the stop-first way. Any other
-        failure removes the new one, brings the old one back and raises."""
+        """Starts the new generation and waits for its check: (True, notes) once it
+        passes. `beside`: the old one still runs (overlap), and is drained. A new one
+        that exits there could not share the port (an old generation without
+        SO_REUSEPORT, another user): False, and the caller replaces the old one the
+        stop-first way. Any other failure removes the new one, brings the old one
+        back and raises."""
         try:
             self._start_and_wait(new, spec)
             self._take_traffic(new)
-            if beside:
-                self._drain(old)
-            return True
+            drained = self._drain(old) if beside else None
+            return True, [drained] if drained else []
         except KollaError as error:
             if beside and isinstance(error, ContainerExited):
                 self.out(f"{spec.name}: generation {generation} could not start beside generation "
                          f"{old_generation} ({str(error).splitlines()[0]}); stopping generation {old_generation} first")
-                return False
+                return False, []
             self._undo(spec.name, new, old, generation, old_generation)
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
                              f"restored generation {old_generation}" + (" (it kept serving)" if beside else "")) from None
@@ -509,11 +512,14 @@ class ContainerManager:
 
     def _drain(self, old):
         """No new request goes to the old generation; returns once the ones it was
-        serving are answered (within its stop timeout), so stopping it cuts none."""
+        serving are answered (within its stop timeout), so stopping it cuts none.
+        Returns a note naming the hosts whose haproxy drained it (None without one)."""
         where = self._listening(old)
         if where:
             self.out(f"{old.name}: draining {where[1]} in haproxy backend {where[0]}")
-            self.balancer.drain(*where, timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
+            hosts = self.balancer.drain(*where, timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
+            return f"{where[1]} drained in the haproxy of {', '.join(hosts)}"
+        return None
 
     def _retire(self, old, aside):
         """Stops the old generation and keeps it aside; restart policy "no" so that a

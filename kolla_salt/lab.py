@@ -292,11 +292,10 @@ class Lab:
     # -- down ------------------------------------------------------------------------------
     def down(self):
         """Removes everything this lab made, and nothing else."""
-        stopped = []
-        for what in [f"{h['name']}-minion" for h in self.topology["hosts"]] + ["master", "registry"] + [
-                f"{h['name']}-engine" for h in self.topology["hosts"]]:
-            if self._stop(what):
-                stopped.append(what)
+        # The minions first (they would report engines going away), then the rest at
+        # once: each engine stops its containers (their stop timeouts) meanwhile.
+        stopped = self._stop([f"{h['name']}-minion" for h in self.topology["hosts"]])
+        stopped += self._stop(["master", "registry"] + [f"{h['name']}-engine" for h in self.topology["hosts"]])
         namespaces = sorted(ns for ns in self._namespaces() if ns.startswith(f"{self.name}-"))
         for ns in namespaces:
             run("ip", "netns", "del", ns)
@@ -325,20 +324,26 @@ class Lab:
                 self.out(f"[lab] kept {tag}: {error.explanation}")
         return removed
 
-    def _stop(self, what, timeout=30):
-        pid = self._pid(what)
-        if not self._alive(what):
-            return False
-        try:
-            os.killpg(pid, signal.SIGTERM)   # its session: the daemon and what it started
-        except ProcessLookupError:
-            return False
+    def _stop(self, whats, timeout=30):
+        """Stops the daemons `whats` together (SIGTERM to each one's session: the daemon
+        and what it started; SIGKILL after `timeout`); returns those that ran."""
+        signalled = {}
+        for what in whats:
+            pid = self._pid(what)
+            if not self._alive(what):
+                continue
+            try:
+                os.killpg(pid, signal.SIGTERM)
+                signalled[what] = pid
+            except ProcessLookupError:
+                pass
         deadline = time.monotonic() + timeout
-        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        while any(Path(f"/proc/{pid}").exists() for pid in signalled.values()) and time.monotonic() < deadline:
             time.sleep(0.2)
-        if Path(f"/proc/{pid}").exists():
-            os.killpg(pid, signal.SIGKILL)
-        return True
+        for pid in signalled.values():
+            if Path(f"/proc/{pid}").exists():
+                os.killpg(pid, signal.SIGKILL)
+        return list(signalled)
 
 
 def _pings(docker, base_url):

@@ -23,24 +23,22 @@ def _manager():
         print(f"[kolla] {message}", file=sys.stderr, flush=True)
 
     return ContainerManager.from_settings(kolla["settings"], kolla["passwords"].values(), out=progress,
-                                          remote_balancers=_remote_balancers())
+                                          remote_balancers=_remote_balancers(), host=__opts__["id"])
 
 
 def _remote_balancers():
     """How a swap here drains and enables its server in the haproxies of the other
     hosts: kolla_balancer, published through the master (its `peer` setting allows
-    it); none under salt-call --local. Returns {host: problem} of the hosts that
-    answered with one (kolla_balancer answers "done" or that it has no haproxy)."""
+    it); none under salt-call --local. Returns {host: its answer} of the hosts that
+    answered (kolla_salt.balancer.Balancers reads them)."""
     if __opts__.get("file_client") == "local":
         return None
-    from kolla_salt.balancer import DONE, NOT_HERE
     others = f"* and not {__opts__['id']}"
 
     def remote(action, backend, server, timeout):
         answers = __salt__["publish.publish"](others, f"kolla_balancer.{action}", [backend, server, timeout],
                                               tgt_type="compound", timeout=timeout + 10)
-        answers = answers if isinstance(answers, dict) else {}   # (a text when the master timed out)
-        return {host: answer for host, answer in answers.items() if answer not in (DONE, NOT_HERE)}
+        return answers if isinstance(answers, dict) else {}   # (a text when the master timed out)
     return remote
 
 

@@ -420,13 +420,14 @@ def test_keystone_is_replaced_behind_the_vip_without_a_failed_request(hosts, clo
     try:
         time.sleep(1)
         override.write_text("[DEFAULT]\nmax_param_size = 65\n")
-        kolla("deploy")
+        out = kolla("deploy")
     finally:
         seen = json.loads(probe.communicate(input="", timeout=120)[0])
         override.unlink()
     print(f"\nkeystone replaced on host1, VIP on {holder}, client on {client['name']}: {seen['sent']} requests, "
           f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
     assert int(engine(hosts[0]).containers.get("keystone").labels["kolla.generation"]) == generation + 1
+    assert "drained in the haproxy of host1, host2, host3" in out, out   # the client's haproxy among them
     assert seen["sent"] >= 100 and seen["failed"] == 0, seen
 
 
@@ -622,6 +623,7 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     print(f"keystone replaced on 3 hosts one at a time, VIP on {holder}: {seen['sent']} token requests, "
           f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
     swapped = [out.index(f"{h}: changed keystone: keystone recreated") for h in ("host1", "host2", "host3")]
+    assert out.count("drained in the haproxy of host1, host2, host3") == 3, out
     contracted = [line for line in out.splitlines() if "ran keystone_db_contract" in line]
     assert swapped == sorted(swapped) and len(contracted) == 1 and contracted[0].startswith("host3:"), out
     assert out.index(contracted[0]) > swapped[-1]

@@ -131,15 +131,16 @@ class FakeRuntime:
 
 
 def test_a_swap_drains_its_server_in_every_hosts_haproxy_and_names_one_that_refused():
-    from kolla_salt.balancer import BalancerError, Balancers
+    from kolla_salt.balancer import DONE, NOT_HERE, BalancerError, Balancers
     published = []
 
     def remote(action, backend, server, timeout):
         published.append((action, backend, server, timeout))
-        return {"host3": "haproxy has no server 198.18.0.11:5001"} if action == "take_traffic" else {}
+        return ({"host2": DONE, "host3": "haproxy has no server 198.18.0.11:5001"} if action == "take_traffic"
+                else {"host2": DONE, "host3": DONE, "host4": NOT_HERE})
     local = FakeRuntime()
-    balancers = Balancers(local, remote)
-    balancers.drain("keystone", "198.18.0.11:5000", 10)
+    balancers = Balancers(local, remote, here="host1")
+    assert balancers.drain("keystone", "198.18.0.11:5000", 10) == ["host1", "host2", "host3"]
     assert published == [("drain", "keystone", "198.18.0.11:5000", 10)]
     assert local.asked == [("drain", "keystone", "198.18.0.11:5000", 10)]
     with pytest.raises(BalancerError, match="haproxy on host3: haproxy has no server"):
