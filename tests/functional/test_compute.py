@@ -1,0 +1,136 @@
+"""libvirt on a compute host (the compute-operation set, before nova drives it): a
+guest made by the project's own `guest` image boots under QEMU, and it keeps
+running, and libvirt keeps managing it, while the libvirt container is upgraded
+to a new image and rolled back."""
+import io
+import os
+import time
+
+import pytest
+from conftest import IMAGES, KollaEnv
+
+from kolla_salt.inventory import default_settings, release_tag
+
+pytestmark = pytest.mark.functional
+DOMAIN = "kstcompguest"
+GUEST_XML = f"""<domain type='qemu'>
+  <name>{DOMAIN}</name>
+  <memory unit='MiB'>96</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='pc'>hvm</type>
+    <kernel>/var/lib/libvirt/images/{DOMAIN}/vmlinuz</kernel>
+    <initrd>/var/lib/libvirt/images/{DOMAIN}/initrd.img</initrd>
+    <cmdline>console=ttyS0 quiet</cmdline>
+  </os>
+  <devices>
+    <serial type='file'><source path='/var/log/libvirt/qemu/{DOMAIN}-console.log'/></serial>
+    <memballoon model='none'/>
+  </devices>
+</domain>
+"""
+
+
+@pytest.fixture(scope="module")
+def compute(tmp_path_factory, docker_client, built_images):
+    built_images("libvirt", "guest")
+    env = KollaEnv(tmp_path_factory.mktemp("compute"), "kstcomp-")
+    env.write_globals(enable_mariadb=False, enable_rabbitmq=False, enable_memcached=False, enable_keystone=False,
+                      enable_libvirt=True)
+    env.run("deploy")
+    pid_file = env.root / "state" / "run" / "kstcomp-libvirt" / "qemu" / f"{DOMAIN}.pid"
+    yield env, pid_file
+    libvirt = docker_client.containers.list(filters={"name": env.name("nova_libvirt")})
+    if libvirt:
+        libvirt[0].exec_run(["virsh", "--connect", "qemu:///system", "destroy", DOMAIN])
+    if pid_file.exists() and os.path.exists(f"/proc/{pid_file.read_text().strip()}"):
+        os.kill(int(pid_file.read_text()), 9)   # the guest this module started, if libvirt could not end it
+    env.cleanup(docker_client)
+
+
+def virsh(docker_client, env, *args):
+    result = docker_client.containers.get(env.name("nova_libvirt")).exec_run(
+        ["virsh", "--connect", "qemu:///system", *args])
+    assert result.exit_code == 0, result.output.decode()
+    return result.output.decode()
+
+
+def console(env):
+    path = env.root / "log" / "libvirt" / "qemu" / f"{DOMAIN}-console.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rolled_back(compute, docker_client):
+    env, pid_file = compute
+    libvirt = docker_client.containers.get(env.name("nova_libvirt"))
+    assert libvirt.attrs["HostConfig"]["PidMode"] == "host"
+    assert "reasons" in libvirt.labels.get("kolla.spec", "")   # why it is privileged is in its spec
+    # The guest's kernel and initramfs, from the guest image, into libvirt's volume.
+    docker_client.containers.run(
+        f"{IMAGES}/guest:{release_tag(default_settings())}", ["sh", "-c", f"mkdir -p /images/{DOMAIN} && cp /guest/* /images/{DOMAIN}/"],
+        volumes={env.name("libvirtd"): {"bind": "/images", "mode": "rw"}}, remove=True)
+    libvirt.put_archive("/var/lib/libvirt/images", _tar(f"{DOMAIN}.xml", GUEST_XML))
+    virsh(docker_client, env, "create", f"/var/lib/libvirt/images/{DOMAIN}.xml")
+    began = time.monotonic()
+    while "kolla-salt guest: booted" not in console(env) and time.monotonic() - began < 120:
+        time.sleep(0.5)
+    booted = time.monotonic() - began
+    print(f"\nguest: from `virsh create` to its boot message {booted:.1f} s (QEMU emulation)")
+    assert "kolla-salt guest: booted" in console(env), console(env)[-2000:]
+    qemu = int(pid_file.read_text())
+
+    # A new libvirt image (the built one plus a label: new content) replaces the container.
+    image = libvirt.image
+    docker_client.images.build(fileobj=io.BytesIO(f"FROM {image.id}\nLABEL kolla.test=kstcomp\n".encode()),
+                               tag=f"{IMAGES}/libvirt:kstcomp-new", rm=True)
+    try:
+        env.write_globals(libvirt_tag="kstcomp-new")
+        out, longest = _watching(env, ("upgrade", "--services", "libvirt"), lambda: console(env).count("alive"))
+        assert "nova_libvirt recreated" in out, out
+        assert docker_client.containers.get(env.name("nova_libvirt")).image.tags == [f"{IMAGES}/libvirt:kstcomp-new"]
+        assert int(pid_file.read_text()) == qemu and os.path.exists(f"/proc/{qemu}")   # the same qemu process
+        assert f"{DOMAIN}" in virsh(docker_client, env, "list", "--name")                # the new libvirtd has it
+        print(f"guest during the libvirt upgrade: longest time without a console line {longest:.1f} s")
+        assert longest < 5
+
+        out, longest = _watching(env, ("rollback", "nova_libvirt"), lambda: console(env).count("alive"))
+        assert int(pid_file.read_text()) == qemu and DOMAIN in virsh(docker_client, env, "list", "--name")
+        assert longest < 5
+        virsh(docker_client, env, "destroy", DOMAIN)
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not os.path.exists(f"/proc/{qemu}")   # libvirt still manages it: destroy ends it
+    finally:
+        env.write_globals(libvirt_tag="")
+        docker_client.images.remove(f"{IMAGES}/libvirt:kstcomp-new", force=True)
+
+
+def _watching(env, command, count):
+    """Runs kolla-salt `command` while sampling `count()` (the guest's console lines):
+    (its output, the longest time without a new line)."""
+    import subprocess
+    from conftest import KOLLA
+    proc = subprocess.Popen([KOLLA, "--config-dir", str(env.config_dir), *command], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    last_count, last_change, longest = count(), time.monotonic(), 0.0
+    while proc.poll() is None:
+        now, current = time.monotonic(), count()
+        if current != last_count:
+            longest, last_count, last_change = max(longest, now - last_change), current, now
+        time.sleep(0.2)
+    longest = max(longest, time.monotonic() - last_change)
+    out = proc.stdout.read()
+    assert proc.returncode == 0, out
+    return out, longest
+
+
+def _tar(name, text):
+    import tarfile
+    data = text.encode()
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
