@@ -12,7 +12,7 @@ help:  ## list targets
 setup:  ## prepare this host: venv, Docker engine, debootstrap (idempotent)
 	@bash scripts/setup-host.sh
 
-build: setup  ## build every image (unchanged ones are skipped)
+build: setup  ## build the enabled services' images (unchanged ones are skipped)
 	$(KOLLA) build
 
 deploy: setup  ## prepare the host, build images, deploy the all-in-one cloud

@@ -72,7 +72,6 @@ def main():
     lab = Lab(LAB, 3)
     local = docker.from_env()
     new_refs = []
-    kolla("build")
     try:
         up = kolla("lab", "up", "--name", LAB, "--hosts", "3")
         described = lab.describe()

@@ -31,12 +31,9 @@ def main():
         return
     hosts = int(sys.argv[sys.argv.index("--hosts") + 1]) if "--hosts" in sys.argv else 3
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from kolla_salt.build import discover
-    from kolla_salt.inventory import placement
-    from kolla_salt.paths import IMAGES_DIR
+    from kolla_salt.inventory import load_settings, placement, service_images
     from kolla_salt.lab import Lab
     lab = ["lab", "--name", LAB, "--hosts", str(hosts)]
-    timed("build")
     try:
         up = timed(*lab[:1], "up", *lab[1:])
         folder = Path(Lab(LAB, hosts).config_dir())
@@ -44,7 +41,7 @@ def main():
         settings["roles"] = {"control": ["host1"], "compute": [f"host{i}" for i in range(2, hosts + 1)],
                              "memcached": ["*"]}
         (folder / "globals.yml").write_text(yaml.safe_dump(settings))
-        images = discover(IMAGES_DIR)
+        images = service_images(folder, load_settings(folder))
         push = timed("--lab", LAB, "build", "--push")
         deploy = timed("--lab", LAB, "deploy")
         noops = [timed("--lab", LAB, "deploy") for _ in range(3)]

@@ -133,6 +133,10 @@ def cmd_build(args):
     if args.push and not settings.get("docker_registry"):
         raise ValidationError([f"{Path(args.config_dir) / 'globals.yml'}: docker_registry: not set; "
                                f"--push needs the registry (host:port) images are pushed to"])
+    if not args.images and not args.all:
+        from .inventory import service_images
+        args.images = service_images(args.config_dir, settings)
+        print(f"[build] the images of the enabled services: {', '.join(args.images)} (--all: every image)")
     builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
     result = builder.build(args.images or None, force=args.force)
     counts = {outcome: sum(1 for r in result.values() if r == outcome) for outcome in ("built", "tagged", "unchanged")}
@@ -844,7 +848,9 @@ def build_parser():
         return p
 
     p = add("build", cmd_build, "build images (parents first; unchanged images are not rebuilt)")
-    p.add_argument("images", nargs="*", help="image folders under images/ (default: all)")
+    p.add_argument("images", nargs="*", help="image folders under images/ (default: those the services enabled "
+                                             "in globals.yml run, and their parents)")
+    p.add_argument("--all", action="store_true", help="every image folder (a guest image too)")
     p.add_argument("--release", help="build this release's images (see `kolla-salt releases`)")
     p.add_argument("--force", action="store_true", help="rebuild even if unchanged")
     p.add_argument("--push", action="store_true", help="then push them to docker_registry (globals.yml), from "

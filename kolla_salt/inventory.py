@@ -279,17 +279,34 @@ def placement(config_dir):
     one host at a time even outside an upgrade)}]. What a master's orchestration walks; it holds no
     secret and no host's address."""
     settings = load_settings(config_dir)
-    renderer = ServiceRenderer(settings, load_passwords(config_dir), host_facts(settings, "0.0.0.0"))
     steps = []
-    for top, service in service_order():
-        if settings.get(f"enable_{service}", False):
-            definition = renderer.definition(service)
-            hosts, key = host_patterns_and_key(settings, service, definition)
-            if hosts:   # placed on no host: nothing to deploy
-                steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
-                              "target": " or ".join(hosts), "rollout": definition.get("rollout"),
-                              "serial": bool(definition.get("serial"))})
+    for top, service, definition in enabled_definitions(config_dir, settings):
+        hosts, key = host_patterns_and_key(settings, service, definition)
+        if hosts:   # placed on no host: nothing to deploy
+            steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
+                          "target": " or ".join(hosts), "rollout": definition.get("rollout"),
+                          "serial": bool(definition.get("serial"))})
     return steps
+
+
+def enabled_definitions(config_dir, settings):
+    """(top-level set, service, its folder's definition) of every enabled service, in
+    tree order, rendered without a host (what does not depend on one)."""
+    renderer = ServiceRenderer(settings, load_passwords(config_dir), host_facts(settings, "0.0.0.0"))
+    return [(top, service, renderer.definition(service)) for top, service in service_order()
+            if settings.get(f"enable_{service}", False)]
+
+
+def service_images(config_dir, settings):
+    """The images the enabled services run (containers, jobs, registrations): what
+    `kolla-salt build` builds when given none (with their parents)."""
+    found = set()
+    for _, _, definition in enabled_definitions(config_dir, settings):
+        runs = [*(definition.get("containers") or {}).values(), *(definition.get("jobs") or {}).values()]
+        found.update(entry["image"] for entry in runs if entry.get("image"))
+        if definition.get("register") is not None:
+            found.add(REGISTRATION_IMAGE)
+    return sorted(found)
 
 
 def interface_address(settings, interfaces):
@@ -590,6 +607,9 @@ REGISTER_INTERFACES = ("public", "internal", "admin")
 REGISTER_REASON = "reaches keystone on the host's API address (docs/design.md: host networking)"
 
 
+REGISTRATION_IMAGE = "toolbox"   # kolla_keystone_register
+
+
 def registration_job(service, block, settings, passwords, host, where):
     """({job name: job}, problems): the job that registers `service` with keystone, in
     the form of a folder's `jobs:` (the renderer treats it as one), derived from the
@@ -665,7 +685,7 @@ def registration_job(service, block, settings, passwords, host, where):
         "KOLLA_SERVICE_PASSWORD": passwords[password_key],
     }
     return {f"{service}_keystone_register": {
-        "image": "toolbox", "command": ["kolla_keystone_register"], "environment": environment,
+        "image": REGISTRATION_IMAGE, "command": ["kolla_keystone_register"], "environment": environment,
         # keystone's data is in the database: a new database volume registers again
         "fills": [f"{settings['container_name_prefix']}mariadb"],
         "host_namespaces": ["net"], "reasons": {"net": REGISTER_REASON}}}, []

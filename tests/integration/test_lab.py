@@ -15,9 +15,8 @@ import pytest
 import yaml
 
 from health_helpers import freeze_service
-from kolla_salt.build import discover, push
-from kolla_salt.inventory import build_pillar, default_image
-from kolla_salt.paths import IMAGES_DIR
+from kolla_salt.build import push
+from kolla_salt.inventory import build_pillar, default_image, load_settings, service_images
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 
 pytestmark = pytest.mark.integration
@@ -117,8 +116,8 @@ def cloud(hosts):
     # keystone is what these tests use across hosts; glance and placement have their own (test_cloud.py)
     settings.update(enable_glance=False, enable_placement=False)
     globals_file.write_text(yaml.safe_dump(settings))
-    pushed = kolla("build", "--push")   # every image, tagged for the lab's registry
-    for image in discover(IMAGES_DIR):
+    pushed = kolla("build", "--push")   # the enabled services' images, tagged for the lab's registry
+    for image in service_images(lab_.config_dir(), load_settings(lab_.config_dir())):
         assert f"pushed 198.18.0.1:5000/{default_image(image)}" in pushed
     first = kolla("deploy")
     return {"lab": lab_, "globals": globals_file, "settings": settings, "first": first}
@@ -365,6 +364,7 @@ def test_the_vip_moves_when_its_holder_loses_keepalived_haproxy_or_its_link(host
     settings = dict(cloud["settings"], enable_haproxy=True, enable_keepalived=True, kolla_internal_vip_address=VIP,
                     roles={**cloud["settings"]["roles"], "haproxy": ["*"], "keepalived": ["*"]})
     cloud["globals"].write_text(yaml.safe_dump(settings))
+    kolla("build", "--push", "haproxy", "keepalived")   # services enabled now: their images for the hosts
     kolla("deploy")
     assert f"{VIP}:5000" in (Path(cloud["lab"].config_dir()) / "clouds.yaml").read_text()
     holder, _ = one_holder(hosts)
