@@ -5,6 +5,7 @@ to a new image and rolled back."""
 import io
 import os
 import time
+from pathlib import Path
 
 import pytest
 from conftest import IMAGES, KollaEnv
@@ -13,14 +14,15 @@ from kolla_salt.inventory import default_settings, release_tag
 
 pytestmark = pytest.mark.functional
 DOMAIN = "kstcompguest"
+IMAGES_DIR = f"/var/lib/libvirt/images/{DOMAIN}"   # in libvirt's volume
 GUEST_XML = f"""<domain type='qemu'>
   <name>{DOMAIN}</name>
   <memory unit='MiB'>96</memory>
   <vcpu>1</vcpu>
   <os>
     <type arch='x86_64' machine='pc'>hvm</type>
-    <kernel>/var/lib/libvirt/images/{DOMAIN}/vmlinuz</kernel>
-    <initrd>/var/lib/libvirt/images/{DOMAIN}/initrd.img</initrd>
+    <kernel>{IMAGES_DIR}/vmlinuz</kernel>
+    <initrd>{IMAGES_DIR}/initrd.img</initrd>
     <cmdline>console=ttyS0 quiet</cmdline>
   </os>
   <devices>
@@ -38,14 +40,24 @@ def compute(tmp_path_factory, docker_client, built_images):
     env.write_globals(enable_mariadb=False, enable_rabbitmq=False, enable_memcached=False, enable_keystone=False,
                       enable_libvirt=True)
     env.run("deploy")
-    pid_file = env.root / "state" / "run" / "kstcomp-libvirt" / "qemu" / f"{DOMAIN}.pid"
-    yield env, pid_file
+    yield env
     libvirt = docker_client.containers.list(filters={"name": env.name("nova_libvirt")})
     if libvirt:
         libvirt[0].exec_run(["virsh", "--connect", "qemu:///system", "destroy", DOMAIN])
-    if pid_file.exists() and os.path.exists(f"/proc/{pid_file.read_text().strip()}"):
-        os.kill(int(pid_file.read_text()), 9)   # the guest this module started, if libvirt could not end it
+    if qemu_pid():
+        os.kill(qemu_pid(), 9)   # the guest this module started, if libvirt could not end it
     env.cleanup(docker_client)
+
+
+def qemu_pid():
+    """The host's pid of this module's guest (its qemu process), or None."""
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and f"guest={DOMAIN},".encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                return int(entry)
+        except OSError:   # ended meanwhile
+            continue
+    return None
 
 
 def virsh(docker_client, env, *args):
@@ -61,14 +73,14 @@ def console(env):
 
 
 def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rolled_back(compute, docker_client):
-    env, pid_file = compute
+    env = compute
     libvirt = docker_client.containers.get(env.name("nova_libvirt"))
     assert libvirt.attrs["HostConfig"]["PidMode"] == "host"
     assert "reasons" in libvirt.labels.get("kolla.spec", "")   # why it is privileged is in its spec
     # The guest's kernel and initramfs, from the guest image, into libvirt's volume.
     docker_client.containers.run(
-        f"{IMAGES}/guest:{release_tag(default_settings())}", ["sh", "-c", f"mkdir -p /images/{DOMAIN} && cp /guest/* /images/{DOMAIN}/"],
-        volumes={env.name("libvirtd"): {"bind": "/images", "mode": "rw"}}, remove=True)
+        f"{IMAGES}/guest:{release_tag(default_settings())}", ["sh", "-c", f"mkdir -p {IMAGES_DIR} && cp /guest/* {IMAGES_DIR}/"],
+        volumes={env.name("libvirtd"): {"bind": "/var/lib/libvirt", "mode": "rw"}}, remove=True)
     libvirt.put_archive("/var/lib/libvirt/images", _tar(f"{DOMAIN}.xml", GUEST_XML))
     virsh(docker_client, env, "create", f"/var/lib/libvirt/images/{DOMAIN}.xml")
     began = time.monotonic()
@@ -77,7 +89,8 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
     booted = time.monotonic() - began
     print(f"\nguest: from `virsh create` to its boot message {booted:.1f} s (QEMU emulation)")
     assert "kolla-salt guest: booted" in console(env), console(env)[-2000:]
-    qemu = int(pid_file.read_text())
+    qemu = qemu_pid()
+    assert qemu
 
     # A new libvirt image (the built one plus a label: new content) replaces the container.
     image = libvirt.image
@@ -88,13 +101,13 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
         out, longest = _watching(env, ("upgrade", "--services", "libvirt"), lambda: console(env).count("alive"))
         assert "nova_libvirt recreated" in out, out
         assert docker_client.containers.get(env.name("nova_libvirt")).image.tags == [f"{IMAGES}/libvirt:kstcomp-new"]
-        assert int(pid_file.read_text()) == qemu and os.path.exists(f"/proc/{qemu}")   # the same qemu process
+        assert qemu_pid() == qemu   # the same qemu process
         assert f"{DOMAIN}" in virsh(docker_client, env, "list", "--name")                # the new libvirtd has it
         print(f"guest during the libvirt upgrade: longest time without a console line {longest:.1f} s")
         assert longest < 5
 
         out, longest = _watching(env, ("rollback", "nova_libvirt"), lambda: console(env).count("alive"))
-        assert int(pid_file.read_text()) == qemu and DOMAIN in virsh(docker_client, env, "list", "--name")
+        assert qemu_pid() == qemu and DOMAIN in virsh(docker_client, env, "list", "--name")
         assert longest < 5
         virsh(docker_client, env, "destroy", DOMAIN)
         deadline = time.monotonic() + 30
