@@ -26,6 +26,16 @@ PORTS = {"memcached_port": 21211, "database_port": 13306, "rabbitmq_port": 13672
 NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 
 
+def timed(*args):
+    """Runs kolla-salt ARGS (any operator folder: --lab, --master); its duration in s,
+    or the end of the benchmark with its output when it fails."""
+    started = time.monotonic()
+    proc = subprocess.run([KOLLA, *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"kolla-salt {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return time.monotonic() - started
+
+
 class BenchEnv:
     def __init__(self, prefix, **globals_):
         self.root = Path(tempfile.mkdtemp(prefix="kolla-bench-"))

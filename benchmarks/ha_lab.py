@@ -22,18 +22,10 @@ from pathlib import Path
 import docker
 import yaml
 
-from common import KOLLA
+from common import timed
 
 LAB, VIP = "kbench", "198.18.0.10"
 PROBES = str(Path(__file__).resolve().parent.parent / "tests" / "probes.py")
-
-
-def kolla(*args):
-    started = time.monotonic()
-    proc = subprocess.run([KOLLA, *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"kolla-salt {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return time.monotonic() - started
 
 
 def client(host, password=None, *args):
@@ -73,7 +65,7 @@ def main():
     local = docker.from_env()
     new_refs = []
     try:
-        up = kolla("lab", "up", "--name", LAB, "--hosts", "3")
+        up = timed("lab", "up", "--name", LAB, "--hosts", "3")
         described = lab.describe()
         hosts, folder = described["hosts"], Path(described["config_dir"])
         settings = yaml.safe_load((folder / "globals.yml").read_text())
@@ -81,8 +73,8 @@ def main():
                         enable_glance=False, enable_placement=False,
                         roles={"control": [h["name"] for h in hosts], "compute": []})
         (folder / "globals.yml").write_text(yaml.safe_dump(settings))
-        pushed = kolla("--lab", LAB, "build", "--push")
-        deploy = kolla("--lab", LAB, "deploy")
+        pushed = timed("--lab", LAB, "build", "--push")
+        deploy = timed("--lab", LAB, "deploy")
         print(f"lab up {up:.1f} s; images pushed to its registry {pushed:.1f} s")
         print(f"HA deploy of 3 control hosts through the master from built images: {deploy:.1f} s")
         password = yaml.safe_load((folder / "passwords.yml").read_text())["keystone_admin_password"]
@@ -103,7 +95,7 @@ def main():
         time.sleep(2)
         settings["keystone_tag"] = tag
         (folder / "globals.yml").write_text(yaml.safe_dump(settings))
-        upgrade = kolla("--lab", LAB, "upgrade", "--services", "keystone")
+        upgrade = timed("--lab", LAB, "upgrade", "--services", "keystone")
         time.sleep(2)
         text, seen = figures(probe)
         print(f"rolling keystone upgrade on 3 hosts (VIP on {holder['name']}, clients on {watcher['name']}): "
@@ -123,10 +115,10 @@ def main():
 
         for host in hosts:
             docker.DockerClient(base_url=host["docker_host"], timeout=120).containers.get("mariadb").stop()
-        recovery = kolla("--lab", LAB, "mariadb-recovery")
+        recovery = timed("--lab", LAB, "mariadb-recovery")
         print(f"Galera recovery after all 3 members stopped: {recovery:.1f} s (mariadb-recovery)")
     finally:
-        down = kolla("lab", "down", "--name", LAB, "--hosts", "3")
+        down = timed("lab", "down", "--name", LAB, "--hosts", "3")
         print(f"lab down: {down:.1f} s")
         for ref in new_refs:
             local.images.remove(ref, force=True)

@@ -5,24 +5,14 @@ a deploy from built images (keystone and its infrastructure on host1, memcached 
 every host; the hosts pull), a no-op converge through the master (goal <= 10 s),
 and an upgrade orchestration of memcached host by host (batch 1), per host.
 Usage: .venv/bin/python benchmarks/multihost.py [--help] [--hosts N]"""
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
-from common import KOLLA
+from common import timed
 
 LAB = "kbench"
-
-
-def timed(*args):
-    started = time.monotonic()
-    proc = subprocess.run([KOLLA, *args], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"kolla-salt {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return time.monotonic() - started
 
 
 def main():
