@@ -31,7 +31,7 @@ def main():
         settings["roles"] = {"control": ["host1"], "compute": [f"host{i}" for i in range(2, hosts + 1)],
                              "memcached": ["*"]}
         (folder / "globals.yml").write_text(yaml.safe_dump(settings))
-        images = service_images(folder, load_settings(folder))
+        images = service_images(load_settings(folder))
         push = timed("--lab", LAB, "build", "--push")
         deploy = timed("--lab", LAB, "deploy")
         noops = [timed("--lab", LAB, "deploy") for _ in range(3)]

@@ -135,7 +135,7 @@ def cmd_build(args):
                                f"--push needs the registry (host:port) images are pushed to"])
     if not args.images and not args.all:
         from .inventory import service_images
-        args.images = service_images(args.config_dir, settings)
+        args.images = service_images(settings)
         print(f"[build] the images of the enabled services: {', '.join(args.images)} (--all: every image)")
     builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
     result = builder.build(args.images or None, force=args.force)

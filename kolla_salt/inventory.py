@@ -280,7 +280,7 @@ def placement(config_dir):
     secret and no host's address."""
     settings = load_settings(config_dir)
     steps = []
-    for top, service, definition in enabled_definitions(config_dir, settings):
+    for top, service, definition in enabled_definitions(settings):
         hosts, key = host_patterns_and_key(settings, service, definition)
         if hosts:   # placed on no host: nothing to deploy
             steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
@@ -289,19 +289,23 @@ def placement(config_dir):
     return steps
 
 
-def enabled_definitions(config_dir, settings):
+def enabled_definitions(settings):
     """(top-level set, service, its folder's definition) of every enabled service, in
-    tree order, rendered without a host (what does not depend on one)."""
-    renderer = ServiceRenderer(settings, load_passwords(config_dir), host_facts(settings, "0.0.0.0"))
+    tree order, rendered without a host and without secrets (what depends on neither:
+    where it runs, its images), so no passwords.yml is needed."""
+    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
+    placeholders = {key: "unused" for key in wanted}
+    renderer = ServiceRenderer(settings, {**placeholders, **derived_passwords(placeholders)},
+                               host_facts(settings, "0.0.0.0"))
     return [(top, service, renderer.definition(service)) for top, service in service_order()
             if settings.get(f"enable_{service}", False)]
 
 
-def service_images(config_dir, settings):
+def service_images(settings):
     """The images the enabled services run (containers, jobs, registrations): what
     `kolla-salt build` builds when given none (with their parents)."""
     found = set()
-    for _, _, definition in enabled_definitions(config_dir, settings):
+    for _, _, definition in enabled_definitions(settings):
         runs = [*(definition.get("containers") or {}).values(), *(definition.get("jobs") or {}).values()]
         found.update(entry["image"] for entry in runs if entry.get("image"))
         if definition.get("register") is not None:

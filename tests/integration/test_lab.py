@@ -117,7 +117,7 @@ def cloud(hosts):
     settings.update(enable_glance=False, enable_placement=False)
     globals_file.write_text(yaml.safe_dump(settings))
     pushed = kolla("build", "--push")   # the enabled services' images, tagged for the lab's registry
-    for image in service_images(lab_.config_dir(), load_settings(lab_.config_dir())):
+    for image in service_images(load_settings(lab_.config_dir())):
         assert f"pushed 198.18.0.1:5000/{default_image(image)}" in pushed
     first = kolla("deploy")
     return {"lab": lab_, "globals": globals_file, "settings": settings, "first": first}
