@@ -17,25 +17,29 @@ import urllib.request
 
 class Prober(threading.Thread):
     """Calls `probe()` every `every` s (at most `limit` times) until stopped; keeps
-    the times of its answers and counts the calls that failed or raised."""
+    the times of its answers, counts the calls that failed or raised, and keeps what
+    the first few failures were (when, how long the call took, why)."""
 
     def __init__(self, probe, every, limit=None):
         super().__init__(daemon=True)
         self.probe, self.every, self.limit = probe, every, limit
         self.answers, self.failed, self.calls, self.stop_flag = [], 0, 0, threading.Event()
+        self.failures = []
 
     def run(self):
         while not self.stop_flag.is_set() and (self.limit is None or self.calls < self.limit):
             self.calls += 1
             began = time.monotonic()
             try:
-                ok = self.probe()
-            except Exception:   # any failure to get an answer is a failed call (http.client's too)
-                ok = False
+                ok, why = self.probe(), "a wrong answer"
+            except Exception as error:   # any failure to get an answer is a failed call (http.client's too)
+                ok, why = False, repr(error)[:200]
             if ok:
                 self.answers.append(time.monotonic())
             else:
                 self.failed += 1
+                if len(self.failures) < 5:
+                    self.failures.append({"at": began, "took": round(time.monotonic() - began, 2), "why": why})
             self.stop_flag.wait(max(0.0, self.every - (time.monotonic() - began)))
 
     def stop(self):
@@ -87,10 +91,10 @@ def token_valid(port, password, token, address="127.0.0.1", timeout=5):
         return False
 
 
-def token_request(port, password, address="127.0.0.1", user="admin"):
+def token_request(port, password, address="127.0.0.1", user="admin", timeout=5):
     """A probe: whether keystone issues `user` (of the default domain) a token."""
     def probe():
-        with token_issue(port, password, address, user) as answer:
+        with token_issue(port, password, address, user, timeout=timeout) as answer:
             return answer.status == 201
     return probe
 
@@ -116,10 +120,11 @@ def main(argv=None):
     parser.add_argument("--every", type=float, default=0.05, help="seconds between two requests of a client")
     parser.add_argument("--limit", type=int, default=2000, help="requests per client at most")
     parser.add_argument("--listers", type=int, default=0, help="with a password: clients listing projects")
+    parser.add_argument("--timeout", type=float, default=5, help="seconds a request may take before it counts as failed")
     args = parser.parse_args(argv)
     password = os.environ.get("KST_ADMIN_PASSWORD")
     if password:
-        probers = [Prober(token_request(args.port, password, args.address), args.every, args.limit)]
+        probers = [Prober(token_request(args.port, password, args.address, timeout=args.timeout), args.every, args.limit)]
         if args.listers:
             with token_issue(args.port, password, args.address, project="admin", timeout=10) as answer:
                 token = answer.headers["X-Subject-Token"]
@@ -133,6 +138,7 @@ def main(argv=None):
     for prober in probers:
         prober.stop()
     print(json.dumps({"sent": sum(p.calls for p in probers), "failed": sum(p.failed for p in probers),
+                      "failures": [f for p in probers for f in p.failures],
                       "answers": sorted(t for p in probers for t in p.answers),
                       "gap": max(p.longest_gap() for p in probers)}))
 
