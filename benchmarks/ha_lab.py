@@ -36,8 +36,10 @@ def client(host, password=None, *args):
 
 
 def figures(probe):
+    """What a client counted, and why its first failures failed."""
     seen = json.loads(probe.communicate(input="", timeout=300)[0])
-    return f"{seen['sent']} requests, {seen['failed']} failed, longest gap {seen['gap']:.2f} s", seen
+    why = "".join(f"\n    a request failed after {f['took']} s: {f['why']}" for f in seen["failures"])
+    return f"{seen['sent']} requests, {seen['failed']} failed, longest gap {seen['gap']:.2f} s{why}", seen
 
 
 def vip_holder(hosts, other_than=None, timeout=30):
@@ -120,8 +122,9 @@ def main():
     finally:
         down = timed("lab", "down", "--name", LAB, "--hosts", "3")
         print(f"lab down: {down:.1f} s")
-        for ref in new_refs:
-            local.images.remove(ref, force=True)
+        for ref in new_refs:   # lab down untags what it pushed: this one may be gone already
+            if local.images.list(name=ref):
+                local.images.remove(ref, force=True)
 
 
 if __name__ == "__main__":
