@@ -60,7 +60,7 @@ def test_hosts_answer_the_master_and_pull_from_the_registry(hosts):
         probe = ("import socket,time\nfor _ in range(50):\n  try: c = socket.create_connection(('198.18.0.11', 11211), 2)\n"
                  "  except OSError: time.sleep(0.2); continue\n  c.sendall(b'stats\\r\\n'); print(c.recv(64)); break\n")
         out = subprocess.run(["ip", "netns", "exec", hosts[1]["namespace"], sys.executable, "-c", probe],
-                             capture_output=True, text=True, timeout=60).stdout
+                             capture_output=True, text=True, timeout=4 * SLOW).stdout
         assert "STAT pid" in out
     finally:
         container.remove(force=True)
@@ -524,19 +524,29 @@ def test_rabbitmq_on_three_hosts_is_one_cluster_that_serves_while_a_node_is_down
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
+# How long a correctness probe waits for one answer: three hosts' clusters on two cores
+# answer a first token request in seconds, not milliseconds (a CI run once took > 5 s).
+SLOW = 30
+
+
 def probe_from(host, expression, password):
     """The value of `expression` (tests/probes.py's names and `password` in scope),
-    computed by a python in `host`'s namespace (None when it fails or hangs)."""
+    computed by a python in `host`'s namespace (None when it fails or hangs; why is
+    printed, for the test's report)."""
     code = ("import json, os, sys; sys.path.insert(0, %r); from probes import *; "
             "password = os.environ['KST_ADMIN_PASSWORD']; print(json.dumps(%s))"
             % (str(Path(__file__).resolve().parent.parent), expression))
     try:
-        out = subprocess.run(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", code],
-                             env={**os.environ, "KST_ADMIN_PASSWORD": password},
-                             capture_output=True, text=True, timeout=60).stdout
-        return json.loads(out) if out.strip() else None
+        done = subprocess.run(["ip", "netns", "exec", host["namespace"], sys.executable, "-c", code],
+                              env={**os.environ, "KST_ADMIN_PASSWORD": password},
+                              capture_output=True, text=True, timeout=4 * SLOW)
     except subprocess.TimeoutExpired:
+        print(f"probe from {host['name']}: no answer in {4 * SLOW} s: {expression}")
         return None
+    if not done.stdout.strip():
+        print(f"probe from {host['name']} failed: {expression}\n{done.stderr[-2000:]}")
+        return None
+    return json.loads(done.stdout)
 
 
 def token_answered(host, password):
@@ -572,8 +582,9 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     def validated_everywhere(issuer):
         """A token issued by `issuer` (an index of servers), and which servers validate it."""
         address, port = servers[issuer]
-        return probe_from(host2, f"(lambda token: [token, [token_valid(p, password, token, a) for a, p in {servers!r}]])"
-                                 f"(token_issue({port}, password, {address!r}).headers['X-Subject-Token'])", password)
+        return probe_from(host2, f"(lambda token: [token, [token_valid(p, password, token, a, {SLOW}) for a, p in {servers!r}]])"
+                                 f"(token_issue({port}, password, {address!r}, timeout={SLOW}).headers['X-Subject-Token'])",
+                          password)
 
     before, validators = validated_everywhere(0)
     assert validators == [True, True, True]
@@ -584,7 +595,7 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
         assert f"{host}: changed keystone_fernet_keys: volume keystone_fernet_keys: keys written" in out, out
     keys_now = fernet_keys()
     assert keys_now[0] == keys_now[1] == keys_now[2] and len(keys_now[0].splitlines()) == 3
-    assert probe_from(host3, f"[token_valid(p, password, {before!r}, a) for a, p in {servers!r}]",
+    assert probe_from(host3, f"[token_valid(p, password, {before!r}, a, {SLOW}) for a, p in {servers!r}]",
                       password) == [True, True, True]
     assert validated_everywhere(2)[1] == [True, True, True]
 
