@@ -113,6 +113,9 @@ def cmd_validate(args):
     services = pillar["kolla"]["services"]
     print(f"{args.config_dir}: valid; {len(services)} service(s) for this host: "
           + ", ".join(s["name"] for s in services))
+    if any(s["name"] == "nova_compute" for s in services):
+        settings = pillar["kolla"]["settings"]
+        print(f"guests run with {settings['nova_compute_virt_type']}; this host offers {settings['virtualization']}")
 
 
 def cmd_releases(args):

@@ -22,7 +22,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from . import keys as key_repositories, paths
+from . import keys as key_repositories, paths, virt
 from .build import discover, image_ref, install_type_problem
 from .clouds import keystone_url
 from .healthloop import beacon_config, restart_settings
@@ -91,6 +91,8 @@ VALUE_RULES = [
     (lambda key: key == "cron_logrotate_rotation_interval", lambda v: v in ("daily", "weekly", "monthly", "yearly"),
      "daily, weekly, monthly or yearly"),
     (lambda key: key == "cron_logrotate_rotation_count", lambda v: v >= 1, "at least 1"),
+    (lambda key: key == "nova_compute_virt_type", lambda v: v in ("", "kvm", "qemu"),
+     "kvm, qemu or empty (what the host offers)"),
     (lambda key: key == "cron_logrotate_log_maxsize", lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,
      "a size such as 100M (a number, then k, M or G)"),
 ]
@@ -462,7 +464,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 name = cfg["template"].removesuffix(".j2")
                 try:
                     text = renderer.template(service, cfg["template"], loadbalancer=list(balanced.values()),
-                                             peers=addresses[service], service_addresses=addresses)
+                                             peers=addresses[service], service_addresses=addresses, container=cname)
                 except jinja2.TemplateError as error:
                     problems.append(f"salt/states/kolla/{service}/templates/{cfg['template']}: {error}")
                     continue
@@ -705,18 +707,28 @@ def load_pins(config_dir):
     return Pins.load(config_dir, {service for _, service in service_order()}, load_releases())
 
 
-def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, peer_interfaces=None):
+def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, peer_interfaces=None,
+                 virtualization=None):
     """Everything a host needs, under the key `kolla`. `peer_interfaces`: {minion:
-    its interfaces} of every host a master drives (haproxy fronts all of them)."""
+    its interfaces} of every host a master drives (haproxy fronts all of them);
+    `virtualization` (kolla_salt.virt): what the host offers guests (else found here)."""
     settings = load_settings(config_dir, warnings)
     passwords = load_passwords(config_dir, warnings)
     host = host_facts(settings, interface_address(settings, interfaces or local_interfaces()))
+    virtualization = virtualization or virt.detect()
+    host.update(nova_compute_virt_type=settings["nova_compute_virt_type"] or virtualization.virt_type,
+                virtualization=virtualization.describe())
     peers = None
     if peer_interfaces:
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}
         peers[minion_id] = host["api_interface_address"]
     pins = load_pins(config_dir)
     services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers)
+    if settings["nova_compute_virt_type"] == "kvm" and not virtualization.kvm \
+            and any(s["name"] == "nova_compute" for s in services):
+        raise ValidationError([f"{Path(config_dir) / 'globals.yml'}: key 'nova_compute_virt_type' is kvm, but "
+                               f"{minion_id} has {virtualization.why.removesuffix(': emulation')}: set it to "
+                               f"qemu (emulation), or leave it empty for what each host offers"])
     pillar = {"kolla": {"settings": {**settings, **host}, "passwords": used_passwords(passwords, services),
                         "services": services,
                         "pins": pins.describe()}}

@@ -23,7 +23,7 @@ from .errors import KollaError, ValidationError
 SALT_BIN = Path(sys.executable).parent
 # What `saltutil.sync_all` copies from the checkout's salt/_<kind> (the master's
 # file_roots) to each minion's extmods/<kind>.
-SYNCED = ("beacons", "modules", "states")
+SYNCED = ("beacons", "grains", "modules", "states")
 
 
 def synced_version(folder_of):

@@ -27,6 +27,7 @@ def minion_config(config_dir, state_dir, minion_id=None):
         "pillar_roots": {"base": [str(paths.PILLAR_DIR)]},
         "module_dirs": [str(paths.REPO / "salt" / "_modules")],
         "states_dirs": [str(paths.REPO / "salt" / "_states")],
+        "grains_dirs": [str(paths.REPO / "salt" / "_grains")],
         "kolla_config_dir": str(config_dir),
         "root_dir": str(root),
         "cachedir": str(root / "cache"),

@@ -7,6 +7,7 @@ The master's own pillar, compiled in `salt-run` for state.orchestrate, holds onl
 where each service runs (kolla:placement): no secret, no host's address.
 (__role cannot tell them apart: the master compiles every minion's pillar.)"""
 from kolla_salt.inventory import build_pillar, placement
+from kolla_salt.virt import Virtualization
 
 
 def peer_interfaces():
@@ -28,5 +29,7 @@ def run():
     config_dir = __opts__.get("kolla_config_dir", "/etc/kolla-salt")
     if "run" in __opts__.get("__cli", ""):   # salt-run (or a wrapper of it, as salt-factories')
         return {"kolla": {"placement": placement(config_dir)}}
+    found = __grains__.get("kolla_virtualization")   # a minion's own (salt/_grains), once synced
     return build_pillar(config_dir, minion_id=__opts__["id"],
-                        interfaces=__grains__.get("ip4_interfaces") or None, peer_interfaces=peer_interfaces())
+                        interfaces=__grains__.get("ip4_interfaces") or None, peer_interfaces=peer_interfaces(),
+                        virtualization=Virtualization(**found) if found else None)

@@ -1,7 +1,8 @@
-"""The all-in-one cloud beyond keystone: glance and placement, deployed from their
-service folders, registered with keystone by the shared registration job, behind
-haproxy on the VIP, and used through the real python-openstackclient (with
-osc-placement); keystone swapped blue/green under load without a failed request."""
+"""The all-in-one cloud beyond keystone: glance, placement, nova and its compute host
+(nova-compute driving libvirt), deployed from their service folders, registered with
+keystone by the shared registration job, behind haproxy on the VIP, and used through
+the real python-openstackclient (with osc-placement); keystone swapped blue/green
+under load without a failed request."""
 import hashlib
 import os
 import subprocess
@@ -17,24 +18,27 @@ import yaml
 from kolla_salt.inventory import default_settings
 
 pytestmark = pytest.mark.functional
-SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api")
+SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
+            "nova_conductor", "nova_scheduler", "nova_libvirt", "nova_compute")
+NOVA = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True}
 VIP = default_settings()["kolla_internal_vip_address"]   # on loopback: the all-in-one's
 NEXT = "2026.2"   # the release after the default
 
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory, docker_client, built_images):
-    """One deployed cloud (keystone, glance, placement) shared by the tests of this module."""
+    """One deployed cloud (keystone, glance, placement, nova with a compute host) shared
+    by the tests of this module."""
     from conftest import KollaEnv
-    built_images("mariadb", "memcached", "haproxy", "keystone", "toolbox", "glance", "placement")
+    built_images("mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance", "placement", "nova",
+                 "libvirt")
     env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
     env.cleanup(docker_client)
-    # rabbitmq: neither glance nor placement needs it (notifications are off).
-    env.write_globals(enable_glance=True, enable_placement=True, enable_rabbitmq=False, enable_haproxy=True)
+    env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, **NOVA)
     started = time.monotonic()
     env.deploy_output = env.run("deploy").stdout
     env.deploy_seconds = time.monotonic() - started
-    print(f"\ndeploy of mariadb, memcached, haproxy, keystone, glance, placement: {env.deploy_seconds:.1f} s")
+    print(f"\ndeploy of {', '.join(SERVICES)}: {env.deploy_seconds:.1f} s")
     yield env
     env.cleanup(docker_client)
 
@@ -53,17 +57,28 @@ def openstack_as(env, user, password, *args):
                           env={**{k: v for k, v in os.environ.items() if not k.startswith("OS_")}, **auth})
 
 
-def test_the_catalog_lists_image_and_placement_endpoints(cloud):
+def registered(env):
+    """The register: blocks of the enabled services' folders (what the catalog must hold)."""
+    from kolla_salt.inventory import enabled_definitions, load_settings
+    return [d["register"] for _, _, d in enabled_definitions(load_settings(env.config_dir)) if d.get("register")]
+
+
+def test_the_catalog_lists_every_registered_service_on_the_vip(cloud):
     catalog = cloud.openstack("catalog", "list", "-c", "Name", "-c", "Type").split("\n")
-    assert "glance image" in catalog and "placement placement" in catalog, catalog
-    for service, port in (("image", cloud.globals["glance_api_port"]), ("placement", cloud.globals["placement_api_port"])):
-        rows = cloud.openstack("endpoint", "list", "--service", service, "-c", "Interface", "-c", "URL").split()
-        assert sorted(rows) == sorted(["public", "internal", "admin"] + [f"http://{VIP}:{port}"] * 3), rows
+    declared = registered(cloud)
+    assert {"image", "placement", "compute"} <= {r["service"]["type"] for r in declared}
+    for register in declared:
+        assert f"{register['service']['name']} {register['service']['type']}" in catalog, catalog
+        rows = cloud.openstack("endpoint", "list", "--service", register["service"]["type"],
+                               "-c", "Interface", "-c", "URL").split("\n")
+        assert sorted(filter(None, rows)) == sorted(f"{interface} {url}" for interface, url
+                                                    in register["endpoints"].items()), rows
+        assert all(url.startswith(f"http://{VIP}:") for url in register["endpoints"].values())
 
 
 def test_registration_made_each_service_user_with_its_role(cloud):
     passwords = cloud.passwords()
-    for user in ("glance", "placement"):
+    for user in (r["user"]["name"] for r in registered(cloud)):
         roles = cloud.openstack("role", "assignment", "list", "--user", user, "--project", "service", "--names",
                                 "-c", "Role")
         assert roles.split() == ["admin"], roles
@@ -95,10 +110,10 @@ def test_an_image_uploaded_to_glance_downloads_identical(cloud, tmp_path, docker
 
 
 def test_placement_answers_the_resource_provider_api(cloud):
-    assert cloud.openstack("resource", "provider", "list", "-c", "name").strip() == ""
+    computes = cloud.openstack("resource", "provider", "list", "-c", "name").split()   # nova-compute's own
     uuid = cloud.openstack("resource", "provider", "create", "kst-provider", "-c", "uuid").strip()
     try:
-        assert cloud.openstack("resource", "provider", "list", "-c", "name").split() == ["kst-provider"]
+        assert cloud.openstack("resource", "provider", "list", "-c", "name").split() == computes + ["kst-provider"]
         cloud.openstack("resource", "provider", "inventory", "set", uuid, "--resource", "VCPU=4", values=False)
         assert "VCPU" in cloud.openstack("resource", "provider", "inventory", "list", uuid, "-c", "resource_class")
     finally:
@@ -128,6 +143,39 @@ def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud,
     logs = cloud.root / "log"
     assert "glance" in (logs / "glance" / "glance-api.log").read_text()
     assert (logs / "placement" / "placement-api.log").exists()
+
+
+def test_nova_runs_with_this_host_as_its_compute_host(cloud, docker_client):
+    """nova's own service list has its conductor, scheduler and nova-compute up; the
+    scheduler mapped the host into cell1 (discover_hosts_in_cells_interval); the host
+    is a hypervisor of the type this host offers (QEMU here: no vmx/svm), with its
+    resources in placement; nova's upgrade checks pass."""
+    services = cloud.openstack("compute", "service", "list", "-c", "Binary", "-c", "Status", "-c", "State")
+    assert sorted(services.splitlines()) == [f"nova-{binary} enabled up" for binary in
+                                             ("compute", "conductor", "scheduler")], services
+    virt_type = cloud.run("validate").stdout.split("guests run with ")[1].split(";")[0]
+    deadline = time.monotonic() + 4 * cloud.globals.get("nova_discover_hosts_interval", 20)
+    nova_api = docker_client.containers.get(cloud.name("nova_api"))
+    while time.monotonic() < deadline:
+        hosts = nova_api.exec_run(["nova-manage", "cell_v2", "list_hosts"], user="nova").output.decode()
+        if " cell1 " in hosts:
+            break
+        time.sleep(3)
+    assert " cell1 " in hosts, hosts
+    hypervisors = cloud.openstack("hypervisor", "list", "-c", "Hypervisor Hostname", "-c", "Hypervisor Type",
+                                  "-c", "State")
+    name, kind, state = hypervisors.split()
+    assert (kind, state) == ({"qemu": "QEMU", "kvm": "QEMU"}[virt_type], "up"), hypervisors
+    provider = cloud.openstack("resource", "provider", "list", "--name", name, "-c", "uuid").strip()
+    inventory = cloud.openstack("resource", "provider", "inventory", "list", provider, "-c", "resource_class")
+    assert {"VCPU", "MEMORY_MB", "DISK_GB"} <= set(inventory.split()), inventory
+    check = nova_api.exec_run(["nova-status", "upgrade", "check"], user="nova")
+    assert check.exit_code in (0, 1), check.output.decode()   # 1: warnings only
+    for container in ("nova_api", "nova_conductor", "nova_scheduler", "nova_compute"):
+        running = docker_client.containers.get(cloud.name(container))
+        expected_set = "compute-operation/nova_compute" if container == "nova_compute" else "openstack-control/nova"
+        assert running.labels["kolla.set"] == expected_set
+        assert running.health == "healthy", running.attrs["State"].get("Health")
 
 
 CHECK = ["kolla_check", "api", "glance", "/etc/glance/glance-api.conf", "/v2/images"]   # glance's health check
