@@ -122,3 +122,15 @@ def test_rabbitmq_on_several_hosts_lists_every_node_for_peer_discovery_and_alone
     assert [line.split(" = ")[1] for line in config.splitlines() if ".classic_config.nodes." in line] == [
         "rabbit@198.18.0.11", "rabbit@198.18.0.12", "rabbit@198.18.0.13"]
     assert "cluster_formation" not in rabbitmq_conf({"host2": "198.18.0.12"})
+
+
+def test_nova_reaches_every_rabbitmq_node_and_uses_quorum_queues(tmp_path):
+    operator_folder(tmp_path, network_interface="eth0", enable_haproxy=False, enable_nova=True,
+                    roles={"control": ["host*"], "compute": ["host*"]})
+    pillar = build_pillar(tmp_path, minion_id="host2", interfaces={"eth0": ["198.18.0.12"]},
+                          peer_interfaces={f"host{i}": {"eth0": [f"198.18.0.1{i}"]} for i in (1, 2, 3)})
+    (nova,) = [s for s in pillar["kolla"]["services"] if s["name"] == "nova"]
+    config = nova["containers"][0]["files"]["nova.conf"]
+    (url,) = [line.split(" = ")[1] for line in config.splitlines() if line.startswith("transport_url")]
+    assert url == "rabbit://" + ",".join(f"openstack:pw-rabbitmq_password@198.18.0.1{i}:5672" for i in (1, 2, 3)) + "//"
+    assert "[oslo_messaging_rabbit]\nrabbit_quorum_queue = true" in config

@@ -1,0 +1,41 @@
+"""Which virtualization a compute host's guests get (kolla_salt.virt) and what the
+pillar makes of nova_compute_virt_type."""
+import pytest
+import yaml
+
+from kolla_salt.errors import ValidationError
+from kolla_salt.inventory import build_pillar
+from kolla_salt.virt import Virtualization, judge
+from operator_files import write_secrets
+
+
+def test_kvm_needs_both_a_usable_device_and_the_cpu_flag():
+    assert judge(["fpu", "vmx", "sse2"], kvm_usable=True).virt_type == "kvm"
+    assert judge(["svm"], kvm_usable=True).describe() == "kvm (/dev/kvm and the CPU flag svm)"
+    # A /dev/kvm without the flag (kvm-pvm, nested hosts): stock guests hang there.
+    assert judge(["fpu", "sse2"], kvm_usable=True).describe() == "qemu (no vmx or svm CPU flag: emulation)"
+    assert judge(["vmx"], kvm_usable=False).describe() == "qemu (no usable /dev/kvm: emulation)"
+
+
+def compute_conf(folder, virt_type, found):
+    (folder / "globals.yml").write_text(yaml.safe_dump({
+        "enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True, "nova_compute_virt_type": virt_type}))
+    pillar = build_pillar(folder, interfaces={"lo": ["127.0.0.1"]}, virtualization=found)
+    (compute,) = [s for s in pillar["kolla"]["services"] if s["name"] == "nova_compute"]
+    return compute["containers"][0]["files"]["nova.conf"]
+
+
+def test_an_empty_virt_type_takes_what_the_host_offers_and_kvm_is_refused_where_it_has_none(tmp_path):
+    write_secrets(tmp_path)
+    kvm, emulation = Virtualization(True, "/dev/kvm and the CPU flag vmx"), Virtualization(False, "no usable /dev/kvm: emulation")
+    assert "virt_type = kvm" in compute_conf(tmp_path, "", kvm)
+    conf = compute_conf(tmp_path, "", emulation)
+    assert "virt_type = qemu" in conf and "cpu_mode = none" in conf
+    assert "virt_type = qemu" in compute_conf(tmp_path, "qemu", kvm)     # the operator may choose emulation
+    with pytest.raises(ValidationError) as refused:
+        compute_conf(tmp_path, "kvm", emulation)
+    assert str(refused.value) == (f"{tmp_path / 'globals.yml'}: key 'nova_compute_virt_type' is kvm, but local has "
+                                  f"no usable /dev/kvm: set it to qemu (emulation), or leave it empty for what each "
+                                  f"host offers")
+    with pytest.raises(ValidationError, match="key 'nova_compute_virt_type' must be kvm, qemu or empty"):
+        compute_conf(tmp_path, "xen", kvm)
