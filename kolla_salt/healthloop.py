@@ -206,8 +206,8 @@ def ensure_health_daemon(settings, timeout=60):
 
 
 def stop_health_daemon(settings, timeout=20):
-    """Stops the daemon ensure_health_daemon started (SIGTERM; SIGKILL to its own
-    process group if it does not end in time). Returns its pid or None."""
+    """Stops the daemon ensure_health_daemon started (SIGTERM; then SIGKILL to what
+    is left of its own process group). Returns its pid or None."""
     root = daemon_root(settings)
     pid = _running_pid(root)
     if pid is None:
@@ -217,8 +217,13 @@ def stop_health_daemon(settings, timeout=20):
     deadline = time.monotonic() + timeout
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(pid):
-        os.killpg(pid, signal.SIGKILL)   # the group is the session it was started in
+    # The group is the session it was started in. A job the minion ran (a health
+    # loop's restart) may outlive it and recreate a container after the caller
+    # removed it: end whatever of the session is left, the minion too if it hung.
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
     (root / "daemon.pid").unlink(missing_ok=True)
     _forget_pidfiles(root)
     return pid

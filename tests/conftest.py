@@ -4,6 +4,7 @@ loopback ports of their own."""
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -95,12 +96,27 @@ class KollaEnv:
 
 
 def cleanup_prefix(client, prefix):
-    for container in client.containers.list(all=True):
-        if container.name.startswith(prefix):
-            container.remove(force=True)
-    for volume in client.volumes.list():
-        if volume.name.startswith(prefix):
-            volume.remove(force=True)
+    """Removes every container, then every volume, whose name starts with prefix.
+    One removal that fails (the engine busy) does not stop the others: a container
+    left running would hold its test ports for every test after it. A second pass
+    retries what failed; what still fails is raised, naming it."""
+    import docker.errors
+    failed = {}
+    for _ in range(2):
+        failed = {}
+        for kind in (client.containers.list(all=True), client.volumes.list()):
+            for item in kind:
+                if item.name.startswith(prefix):
+                    try:
+                        item.remove(force=True)
+                    except docker.errors.NotFound:
+                        pass
+                    except docker.errors.DockerException as error:
+                        failed[item.name] = error
+        if not failed:
+            return
+        time.sleep(2)
+    raise RuntimeError(f"could not remove {', '.join(sorted(failed))}: {failed}")
 
 
 # Every container and volume the tests make starts with one of these (health_helpers: kshealth).
