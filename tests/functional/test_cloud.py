@@ -171,11 +171,15 @@ def test_nova_runs_with_this_host_as_its_compute_host(cloud, docker_client):
     assert {"VCPU", "MEMORY_MB", "DISK_GB"} <= set(inventory.split()), inventory
     check = nova_api.exec_run(["nova-status", "upgrade", "check"], user="nova")
     assert check.exit_code in (0, 1), check.output.decode()   # 1: warnings only
+    cloud.openstack("flavor", "create", "--ram", "96", "--disk", "1", "--vcpus", "1", "kst-tiny")   # the API database
+    assert "kst-tiny" in cloud.openstack("flavor", "list", "-c", "Name").split()
+    cloud.openstack("flavor", "delete", "kst-tiny", values=False)
     for container in ("nova_api", "nova_conductor", "nova_scheduler", "nova_compute"):
         running = docker_client.containers.get(cloud.name(container))
         expected_set = "compute-operation/nova_compute" if container == "nova_compute" else "openstack-control/nova"
         assert running.labels["kolla.set"] == expected_set
         assert running.health == "healthy", running.attrs["State"].get("Health")
+        assert running.attrs["RestartCount"] == 0, container   # a service that exits at its start is restarted
 
 
 CHECK = ["kolla_check", "api", "glance", "/etc/glance/glance-api.conf", "/v2/images"]   # glance's health check
