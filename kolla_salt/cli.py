@@ -116,6 +116,9 @@ def cmd_validate(args):
     if any(s["name"] == "nova_compute" for s in services):
         settings = pillar["kolla"]["settings"]
         print(f"guests run with {settings['nova_compute_virt_type']}; this host offers {settings['virtualization']}")
+    if any(s["name"] == "openvswitch" for s in services):
+        print(f"Open vSwitch forwards with the {pillar['kolla']['settings']['ovs_datapath_type']} datapath "
+              f"(system: the kernel's openvswitch module; netdev: userspace)")
 
 
 def cmd_releases(args):

@@ -94,6 +94,8 @@ VALUE_RULES = [
     (lambda key: key == "cron_logrotate_rotation_count", lambda v: v >= 1, "at least 1"),
     (lambda key: key == "nova_compute_virt_type", lambda v: v in ("", "kvm", "qemu"),
      "kvm, qemu or empty (what the host offers)"),
+    (lambda key: key == "ovs_datapath_type", lambda v: v in ("", "system", "netdev"),
+     "system (the kernel's), netdev (userspace) or empty (what the host offers)"),
     (lambda key: key == "cron_logrotate_log_maxsize", lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,
      "a size such as 100M (a number, then k, M or G)"),
 ]
@@ -718,7 +720,8 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
     host = host_facts(settings, interface_address(settings, interfaces or local_interfaces()))
     virtualization = virtualization or virt.detect()
     host.update(nova_compute_virt_type=settings["nova_compute_virt_type"] or virtualization.virt_type,
-                virtualization=virtualization.describe())
+                virtualization=virtualization.describe(),
+                ovs_datapath_type=settings["ovs_datapath_type"] or virtualization.ovs_datapath_type)
     peers = None
     if peer_interfaces:
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}

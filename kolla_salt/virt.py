@@ -1,8 +1,10 @@
-"""Which virtualization a compute host offers its guests: KVM needs a /dev/kvm the
-host can open and a CPU with hardware virtualization (vmx or svm); without either,
-guests run under QEMU's emulation (nova_compute_virt_type qemu). A /dev/kvm without
-the CPU flag exists (nested or paravirtual hosts such as kvm-pvm), and stock guests
-hang under it: the flag is required too."""
+"""Which virtualization a host offers. Guests: KVM needs a /dev/kvm the host can
+open and a CPU with hardware virtualization (vmx or svm); without either, guests run
+under QEMU's emulation (nova_compute_virt_type qemu). A /dev/kvm without the CPU
+flag exists (nested or paravirtual hosts such as kvm-pvm), and stock guests hang
+under it: the flag is required too. Switches: Open vSwitch forwards in the kernel
+(datapath_type system) where its module is loaded, else in ovs-vswitchd itself
+(netdev, the userspace datapath: slower, but needs nothing of the kernel)."""
 import os
 from dataclasses import dataclass
 
@@ -11,10 +13,15 @@ from dataclasses import dataclass
 class Virtualization:
     kvm: bool
     why: str
+    ovs_kernel_datapath: bool = False
 
     @property
     def virt_type(self):
         return "kvm" if self.kvm else "qemu"
+
+    @property
+    def ovs_datapath_type(self):
+        return "system" if self.ovs_kernel_datapath else "netdev"
 
     def describe(self):
         return f"{self.virt_type} ({self.why})"
@@ -29,8 +36,9 @@ def judge(cpu_flags, kvm_usable):
     return Virtualization(False, ", ".join(missing) + ": emulation")
 
 
-def detect(cpuinfo="/proc/cpuinfo", device="/dev/kvm"):
-    """This host's virtualization."""
+def detect(cpuinfo="/proc/cpuinfo", device="/dev/kvm", ovs_module="/sys/module/openvswitch"):
+    """This host's virtualization (the openvswitch module counts once loaded:
+    `modprobe openvswitch` before the deploy for the kernel datapath)."""
     flags = []
     try:
         with open(cpuinfo) as f:
@@ -40,4 +48,5 @@ def detect(cpuinfo="/proc/cpuinfo", device="/dev/kvm"):
                     break
     except OSError:
         pass
-    return judge(flags, os.access(device, os.R_OK | os.W_OK))
+    found = judge(flags, os.access(device, os.R_OK | os.W_OK))
+    return Virtualization(found.kvm, found.why, os.path.isdir(ovs_module))

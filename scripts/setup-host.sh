@@ -22,6 +22,8 @@ need_pkgs=()
 [ -x /usr/sbin/dockerd ] || need_pkgs+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || need_pkgs+=(debootstrap)
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
+# Tests: hosts on an Open vSwitch bridge ping each other.
+command -v ping >/dev/null 2>&1 || need_pkgs+=(iputils-ping)
 # The lab (`kolla-salt lab`): a registry its hosts pull from, skopeo to push to it.
 command -v docker-registry >/dev/null 2>&1 || need_pkgs+=(docker-registry)
 command -v skopeo >/dev/null 2>&1 || need_pkgs+=(skopeo)

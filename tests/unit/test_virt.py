@@ -1,5 +1,7 @@
 """Which virtualization a compute host's guests get (kolla_salt.virt) and what the
 pillar makes of nova_compute_virt_type."""
+import json
+
 import pytest
 import yaml
 
@@ -39,3 +41,30 @@ def test_an_empty_virt_type_takes_what_the_host_offers_and_kvm_is_refused_where_
                                   f"host offers")
     with pytest.raises(ValidationError, match="key 'nova_compute_virt_type' must be kvm, qemu or empty"):
         compute_conf(tmp_path, "xen", kvm)
+
+
+def vswitchd_command(folder, datapath_type, found):
+    (folder / "globals.yml").write_text(yaml.safe_dump({"enable_openvswitch": True, "ovs_datapath_type": datapath_type}))
+    pillar = build_pillar(folder, interfaces={"lo": ["127.0.0.1"]}, virtualization=found)
+    (ovs,) = [s for s in pillar["kolla"]["services"] if s["name"] == "openvswitch"]
+    (vswitchd,) = [c for c in ovs["containers"] if c["spec"]["name"] == "openvswitch_vswitchd"]
+    return json.loads(vswitchd["files"]["config.json"])["command"].split()
+
+
+def test_open_vswitch_forwards_in_the_kernel_only_where_its_module_is_loaded(tmp_path):
+    write_secrets(tmp_path)
+    kernel = Virtualization(False, "no usable /dev/kvm: emulation", ovs_kernel_datapath=True)
+    userspace = Virtualization(False, "no usable /dev/kvm: emulation")
+    assert vswitchd_command(tmp_path, "", kernel) == ["kolla_ovs_vswitchd_start", "system", "br-int"]
+    assert vswitchd_command(tmp_path, "", userspace) == ["kolla_ovs_vswitchd_start", "netdev", "br-int"]
+    assert vswitchd_command(tmp_path, "netdev", kernel)[1] == "netdev"     # the operator may choose userspace
+    with pytest.raises(ValidationError, match="key 'ovs_datapath_type' must be system"):
+        vswitchd_command(tmp_path, "dpdk", kernel)
+
+
+def test_the_kernel_datapath_is_found_by_its_loaded_module(tmp_path):
+    from kolla_salt.virt import detect
+    (tmp_path / "cpuinfo").write_text("flags\t\t: fpu sse2\n")
+    assert detect(tmp_path / "cpuinfo", tmp_path / "kvm", tmp_path / "openvswitch").ovs_datapath_type == "netdev"
+    (tmp_path / "openvswitch").mkdir()
+    assert detect(tmp_path / "cpuinfo", tmp_path / "kvm", tmp_path / "openvswitch").ovs_datapath_type == "system"
