@@ -403,7 +403,9 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     problems = []
     pins = pins or Pins(Path(config_dir) / "pins.yml")
     renderers = {}
-    host = {**host, **database_facts(settings, passwords, host, peers, minion_id)}
+    # inventory_hostname (kolla-ansible's name): the host's minion id, its name where a
+    # service needs one of its own (OVN's chassis).
+    host = {**host, **database_facts(settings, passwords, host, peers, minion_id), "inventory_hostname": minion_id}
 
     def renderer_for(service):
         release = pins.release_of(service) or settings["openstack_release"]

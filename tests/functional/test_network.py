@@ -2,7 +2,9 @@
 programs it): its integration bridge has the datapath this host offers (`validate`
 says which), switches frames between two test hosts plugged into it, and keeps
 its ports and switching through an upgrade of both its containers."""
+import functools
 import subprocess
+import time
 
 import pytest
 from conftest import KollaEnv
@@ -89,3 +91,49 @@ def test_an_upgrade_keeps_the_ports_and_switching(switch, docker_client):
     docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
         ["ovs-ofctl", "add-flow", BRIDGE, "actions=NORMAL"])
     assert ping("kstovs-a", "kstovs-b")
+
+
+def test_ovn_connects_the_test_hosts_through_a_logical_switch_with_port_security(switch, docker_client):
+    """OVN's databases, northd and this chassis' controller added to the deploy: the
+    chassis registers, and a logical switch with one port per test host (bound where
+    the host's interface names it, as nova's VIF plugging will) connects them with
+    OVN's flows alone (the controller replaces the bridge's flows). A port whose
+    port security allows another address drops what its host sends."""
+    env = switch
+    env.write_globals(enable_ovn=True, enable_ovn_controller=True)
+    out = env.run("deploy").stdout
+    assert f"{env.name('ovn_controller')} created, generation 1 is healthy" in out, out
+    northd = docker_client.containers.get(env.name("ovn_northd"))
+    address = "127.0.0.1"   # the tests' API address (loopback)
+
+    def ctl(tool, port, *args):
+        result = northd.exec_run([tool, f"--db=tcp:{address}:{port}", *args])
+        assert result.exit_code == 0, (args, result.output.decode())
+        return result.output.decode().strip()
+
+    nb = functools.partial(ctl, "ovn-nbctl", env.globals["ovn_nb_db_port"])
+    sb = functools.partial(ctl, "ovn-sbctl", env.globals["ovn_sb_db_port"])
+    assert sb("--bare", "--columns=name", "list", "Chassis") == "local"   # the minion id: salt-call --local
+    nb("--may-exist", "ls-add", "kst-net")
+    for host, ip in HOSTS.items():
+        mac = sh("ip", "-n", host, "-brief", "link", "show", "eth0").stdout.split()[2]
+        nb("--may-exist", "lsp-add", "kst-net", f"kst-{host}")
+        nb("lsp-set-addresses", f"kst-{host}", f"{mac} {ip}")
+        nb("lsp-set-port-security", f"kst-{host}", f"{mac} {ip}")
+        vsctl(docker_client, env, "--may-exist", "add-port", BRIDGE, f"{host}0", "--", "set", "Interface",
+              f"{host}0", f"external_ids:iface-id=kst-{host}")
+    deadline = time.monotonic() + 30
+    while not ping("kstovs-a", "kstovs-b") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert ping("kstovs-a", "kstovs-b") and ping("kstovs-b", "kstovs-a")
+    assert sb("--bare", "--columns=logical_port", "find", "Port_Binding", "type=\"\"").split() == \
+        sorted(f"kst-{host}" for host in HOSTS)
+    mac = sh("ip", "-n", "kstovs-a", "-brief", "link", "show", "eth0").stdout.split()[2]
+    nb("lsp-set-port-security", "kst-kstovs-a", f"{mac} 198.18.10.99")   # not the address it uses
+    deadline = time.monotonic() + 30
+    while ping("kstovs-a", "kstovs-b") and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not ping("kstovs-a", "kstovs-b")
+    for container in ("ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller"):
+        assert docker_client.containers.get(env.name(container)).health == "healthy", container
+    assert " 0 changed, 0 failed" in env.run("deploy").stdout
