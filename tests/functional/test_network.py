@@ -1,17 +1,18 @@
 """Open vSwitch on a network and compute host (the network-operation set, before OVN
 programs it): its integration bridge has the datapath this host offers (`validate`
 says which), switches frames between two test hosts plugged into it, and keeps
-its ports and switching through an upgrade of both its containers."""
+its ports through an upgrade of both its containers; OVN then connects the hosts."""
 import functools
+import io
 import subprocess
 import time
 
 import pytest
-from conftest import KollaEnv
+from conftest import IMAGES, KollaEnv
 
 pytestmark = pytest.mark.functional
-RELEASE, NEXT = "2026.1", "2026.2"
 BRIDGE = "kstbr-int"
+NEW_IMAGE = f"{IMAGES}/openvswitch:kstovs-new"   # the upgrade's
 HOSTS = {"kstovs-a": "198.18.10.1", "kstovs-b": "198.18.10.2"}   # test namespaces, the test bed's range
 
 
@@ -20,17 +21,40 @@ def sh(*args):
 
 
 def ping(source, target):
-    return sh("ip", "netns", "exec", source, "ping", "-c", "2", "-W", "2", "-i", "0.3", HOSTS[target]).returncode == 0
+    """Whether `target` answers `source` (ping exits 1 when it does not, 2 on errors)."""
+    proc = sh("ip", "netns", "exec", source, "ping", "-c", "2", "-W", "2", "-i", "0.3", HOSTS[target])
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr
+    return proc.returncode == 0
+
+
+def answers(source, target, expected=True, timeout=30):
+    """Whether ping's answer becomes `expected` within `timeout` seconds (a port just
+    added, or a flow just changed, takes ovs-vswitchd or OVN a moment)."""
+    deadline = time.monotonic() + timeout
+    while ping(source, target) != expected:
+        if time.monotonic() > deadline:
+            return not expected
+        time.sleep(0.5)
+    return expected
+
+
+def healthy(docker_client, name, timeout=30):
+    """Docker's own check has run and passed (its first run comes `interval` after the start)."""
+    deadline = time.monotonic() + timeout
+    container = docker_client.containers.get(name)
+    while container.health == "starting" and time.monotonic() < deadline:
+        time.sleep(1)
+        container.reload()
+    return container.health == "healthy"
 
 
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory, docker_client, built_images):
-    for release in (RELEASE, NEXT):
-        built_images("--release", release, "openvswitch")
+    built_images("openvswitch", "ovn")
     env = KollaEnv(tmp_path_factory.mktemp("network"), "kstovs-")
     env.cleanup(docker_client)
     env.write_globals(enable_mariadb=False, enable_rabbitmq=False, enable_memcached=False, enable_keystone=False,
-                      enable_openvswitch=True, ovs_integration_bridge=BRIDGE, openstack_release=RELEASE)
+                      enable_openvswitch=True, ovs_integration_bridge=BRIDGE)
     env.deploy_output = env.run("deploy").stdout
     for host, address in HOSTS.items():   # a test host: a namespace whose eth0 is a port of the bridge
         sh("ip", "netns", "del", host)
@@ -48,6 +72,9 @@ def switch(tmp_path_factory, docker_client, built_images):
     for host in HOSTS:
         sh("ip", "netns", "del", host)   # takes both ends of its veth pair
     env.cleanup(docker_client)
+    sh("ip", "link", "del", BRIDGE)   # the userspace datapath's bridge device outlives ovs-vswitchd too
+    if docker_client.images.list(name=NEW_IMAGE):
+        docker_client.images.remove(NEW_IMAGE, force=True)
 
 
 def vsctl(docker_client, env, *args):
@@ -64,15 +91,16 @@ def test_the_bridge_has_the_hosts_datapath_and_switches_between_its_ports(switch
     assert vsctl(docker_client, env, "get", "Bridge", BRIDGE, "fail_mode") == "secure"
     for host in HOSTS:
         vsctl(docker_client, env, "--may-exist", "add-port", BRIDGE, f"{host}0")
-    assert not ping("kstovs-a", "kstovs-b")   # fail-mode secure: nothing is switched until a controller says so
-    ofctl = docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
-        ["ovs-ofctl", "add-flow", BRIDGE, "actions=NORMAL"])   # what OVN's controller will program, simplest form
+    vswitchd = docker_client.containers.get(env.name("openvswitch_vswitchd"))
+    ofctl = vswitchd.exec_run(["ovs-ofctl", "add-flow", BRIDGE, "actions=NORMAL"])   # OVN's flows, simplest form
     assert ofctl.exit_code == 0, ofctl.output.decode()
-    assert ping("kstovs-a", "kstovs-b") and ping("kstovs-b", "kstovs-a")
+    assert answers("kstovs-a", "kstovs-b") and answers("kstovs-b", "kstovs-a")
+    # fail-mode secure: without a controller's flows nothing is switched.
+    assert vswitchd.exec_run(["ovs-ofctl", "del-flows", BRIDGE]).exit_code == 0
+    assert not answers("kstovs-a", "kstovs-b", expected=False)
     for container in ("openvswitch_db", "openvswitch_vswitchd"):
-        running = docker_client.containers.get(env.name(container))
-        assert running.labels["kolla.set"] == "network-operation/openvswitch"
-        assert running.health == "healthy"
+        assert docker_client.containers.get(env.name(container)).labels["kolla.set"] == "network-operation/openvswitch"
+        assert healthy(docker_client, env.name(container)), container
     assert not docker_client.containers.get(env.name("openvswitch_db")).attrs["HostConfig"]["CapAdd"]
     assert " 0 changed, 0 failed" in env.run("deploy").stdout
 
@@ -82,15 +110,20 @@ def test_an_upgrade_keeps_the_ports_and_switching(switch, docker_client):
     for host in HOSTS:
         vsctl(docker_client, env, "--may-exist", "add-port", BRIDGE, f"{host}0")
     ports = vsctl(docker_client, env, "list-ports", BRIDGE).split()
-    out = env.run("upgrade", "--set", "network-operation", "--release", NEXT).stdout
+    # A new image (the built one plus a label: new content) replaces both containers.
+    built = docker_client.containers.get(env.name("openvswitch_db")).image
+    docker_client.images.build(fileobj=io.BytesIO(f"FROM {built.id}\nLABEL kolla.test=kstovs\n".encode()),
+                               tag=NEW_IMAGE, rm=True)
+    env.write_globals(openvswitch_tag=NEW_IMAGE.rsplit(":", 1)[1])
+    out = env.run("upgrade", "--services", "openvswitch").stdout
     for container in ("openvswitch_db", "openvswitch_vswitchd"):
         assert f"{env.name(container)} recreated, generation 2 is healthy" in out, out
-        assert docker_client.containers.get(env.name(container)).image.labels["kolla.release"] == NEXT
+        assert docker_client.containers.get(env.name(container)).image.tags == [NEW_IMAGE]
     assert vsctl(docker_client, env, "list-ports", BRIDGE).split() == ports   # the database's volume kept them
     # The flows are ovs-vswitchd's, gone with it: OVN's controller programs them again.
     docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
         ["ovs-ofctl", "add-flow", BRIDGE, "actions=NORMAL"])
-    assert ping("kstovs-a", "kstovs-b")
+    assert answers("kstovs-a", "kstovs-b")
 
 
 def test_ovn_connects_the_test_hosts_through_a_logical_switch_with_port_security(switch, docker_client):
@@ -113,7 +146,9 @@ def test_ovn_connects_the_test_hosts_through_a_logical_switch_with_port_security
 
     nb = functools.partial(ctl, "ovn-nbctl", env.globals["ovn_nb_db_port"])
     sb = functools.partial(ctl, "ovn-sbctl", env.globals["ovn_sb_db_port"])
-    assert sb("--bare", "--columns=name", "list", "Chassis") == "local"   # the minion id: salt-call --local
+    # One chassis, named as the controller's settings in this host's Open vSwitch say (its minion id).
+    assert sb("--bare", "--columns=name", "list", "Chassis") == \
+        vsctl(docker_client, env, "get", "Open_vSwitch", ".", "external_ids:system-id").strip('"')
     nb("--may-exist", "ls-add", "kst-net")
     for host, ip in HOSTS.items():
         mac = sh("ip", "-n", host, "-brief", "link", "show", "eth0").stdout.split()[2]
@@ -122,18 +157,12 @@ def test_ovn_connects_the_test_hosts_through_a_logical_switch_with_port_security
         nb("lsp-set-port-security", f"kst-{host}", f"{mac} {ip}")
         vsctl(docker_client, env, "--may-exist", "add-port", BRIDGE, f"{host}0", "--", "set", "Interface",
               f"{host}0", f"external_ids:iface-id=kst-{host}")
-    deadline = time.monotonic() + 30
-    while not ping("kstovs-a", "kstovs-b") and time.monotonic() < deadline:
-        time.sleep(1)
-    assert ping("kstovs-a", "kstovs-b") and ping("kstovs-b", "kstovs-a")
-    assert sb("--bare", "--columns=logical_port", "find", "Port_Binding", "type=\"\"").split() == \
+    assert answers("kstovs-a", "kstovs-b") and answers("kstovs-b", "kstovs-a")
+    assert sorted(sb("--bare", "--columns=logical_port", "find", "Port_Binding", "type=\"\"").split()) == \
         sorted(f"kst-{host}" for host in HOSTS)
     mac = sh("ip", "-n", "kstovs-a", "-brief", "link", "show", "eth0").stdout.split()[2]
     nb("lsp-set-port-security", "kst-kstovs-a", f"{mac} 198.18.10.99")   # not the address it uses
-    deadline = time.monotonic() + 30
-    while ping("kstovs-a", "kstovs-b") and time.monotonic() < deadline:
-        time.sleep(1)
-    assert not ping("kstovs-a", "kstovs-b")
+    assert not answers("kstovs-a", "kstovs-b", expected=False)
     for container in ("ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller"):
-        assert docker_client.containers.get(env.name(container)).health == "healthy", container
+        assert healthy(docker_client, env.name(container)), container
     assert " 0 changed, 0 failed" in env.run("deploy").stdout
