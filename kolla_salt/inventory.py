@@ -149,6 +149,7 @@ def load_settings(config_dir, warnings=None):
         raise ValidationError(problems)
     settings["release_versions"] = release.get("source", {})
     settings["release_constraints"] = release.get("constraints", [])
+    settings["release_libraries"] = release.get("libraries", {})
     settings["openstack_tag"] = settings["openstack_tag"] or release_tag(settings)
     settings["api_interface"] = settings["api_interface"] or settings["network_interface"]
     # haproxy's runtime API socket: the haproxy container makes it, blue/green swaps use it.
@@ -192,7 +193,8 @@ def settings_for_release(settings, release):
     install_type = settings["kolla_install_type"] if info.get(settings["kolla_install_type"]) else (
         "source" if info.get("source") else "binary")
     changed = dict(settings, openstack_release=release, kolla_install_type=install_type,
-                   release_versions=info.get("source", {}), release_constraints=info.get("constraints", []))
+                   release_versions=info.get("source", {}), release_constraints=info.get("constraints", []),
+                   release_libraries=info.get("libraries", {}))
     changed["openstack_tag"] = release_tag(changed)
     return changed
 

@@ -1,9 +1,10 @@
 """The all-in-one cloud beyond keystone: glance, placement, nova and its compute host
-(nova-compute driving libvirt), deployed from their service folders, registered with
+(nova-compute driving libvirt), neutron with OVN on Open vSwitch, deployed from their service folders, registered with
 keystone by the shared registration job, behind haproxy on the VIP, and used through
 the real python-openstackclient (with osc-placement); keystone swapped blue/green
 under load without a failed request."""
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -19,8 +20,14 @@ from kolla_salt.inventory import default_settings
 
 pytestmark = pytest.mark.functional
 SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
-            "nova_conductor", "nova_scheduler", "nova_libvirt", "nova_compute")
+            "nova_conductor", "nova_scheduler", "nova_libvirt", "nova_compute", "openvswitch_db",
+            "openvswitch_vswitchd", "ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller", "neutron_server",
+            "neutron_periodic_worker", "neutron_ovn_maintenance_worker")
 NOVA = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True}
+BRIDGE = "kstcloud-br"   # the integration bridge, a device on this host: the test's own name
+NEUTRON = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True, "enable_neutron": True,
+           "ovs_integration_bridge": BRIDGE}
+SERVER = "kstcloud-vm"   # a test namespace standing in for a server's plugged interface
 VIP = default_settings()["kolla_internal_vip_address"]   # on loopback: the all-in-one's
 NEXT = "2026.2"   # the release after the default
 
@@ -31,16 +38,21 @@ def cloud(tmp_path_factory, docker_client, built_images):
     by the tests of this module."""
     from conftest import KollaEnv
     built_images("mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance", "placement", "nova",
-                 "libvirt")
+                 "libvirt", "openvswitch", "ovn", "neutron")
     env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
     env.cleanup(docker_client)
-    env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, **NOVA)
+    env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, **NOVA, **NEUTRON)
     started = time.monotonic()
     env.deploy_output = env.run("deploy").stdout
     env.deploy_seconds = time.monotonic() - started
     print(f"\ndeploy of {', '.join(SERVICES)}: {env.deploy_seconds:.1f} s")
     yield env
+    subprocess.run(["ip", "netns", "del", SERVER], capture_output=True)
+    vswitchd = docker_client.containers.list(filters={"name": env.name("openvswitch_vswitchd")})
+    if vswitchd:   # the kernel datapath keeps a bridge after ovs-vswitchd ends
+        vswitchd[0].exec_run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE])
     env.cleanup(docker_client)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)   # the userspace datapath's, likewise
 
 
 def started_at(docker_client, env):
@@ -121,7 +133,8 @@ def test_placement_answers_the_resource_provider_api(cloud):
 
 
 def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud, docker_client):
-    for container_name, service in (("glance_api", "glance"), ("placement_api", "placement")):
+    for container_name, service in (("glance_api", "glance"), ("placement_api", "placement"),
+                                    ("neutron_server", "neutron")):
         container = docker_client.containers.get(cloud.name(container_name))
         assert container.labels["kolla.set"] == f"openstack-control/{service}"
         deadline = time.monotonic() + 30
@@ -135,14 +148,16 @@ def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud,
         # The check is an authenticated call (see the next test for its failure).
         check = container.exec_run(container.attrs["Config"]["Healthcheck"]["Test"][1:])
         assert check.exit_code == 0 and check.output.startswith(b"healthy"), check.output
-    # Both APIs validate tokens (keystone_authtoken): without one, no answer.
-    for key, path in (("glance_api_port", "/v2/images"), ("placement_api_port", "/resource_providers")):
+    # The APIs validate tokens (keystone_authtoken): without one, no answer.
+    for key, path in (("glance_api_port", "/v2/images"), ("placement_api_port", "/resource_providers"),
+                      ("neutron_server_port", "/v2.0/networks")):
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(f"http://{VIP}:{cloud.globals[key]}{path}", timeout=10)
         assert refused.value.code == 401, (key, refused.value.code)
     logs = cloud.root / "log"
     assert "glance" in (logs / "glance" / "glance-api.log").read_text()
     assert (logs / "placement" / "placement-api.log").exists()
+    assert (logs / "neutron" / "neutron-server.log").exists()
 
 
 def test_nova_runs_with_this_host_as_its_compute_host(cloud, docker_client):
@@ -180,6 +195,55 @@ def test_nova_runs_with_this_host_as_its_compute_host(cloud, docker_client):
         assert running.labels["kolla.set"] == expected_set
         assert running.health == "healthy", running.attrs["State"].get("Health")
         assert running.attrs["RestartCount"] == 0, container   # a service that exits at its start is restarted
+
+
+def test_neutron_builds_networks_in_ovn_and_a_plugged_port_reaches_its_router(cloud, docker_client):
+    """A network, subnet, router and port made with the real client are OVN's logical
+    switch, router and port. An interface plugged into the integration bridge as
+    nova's VIF plugging does (the port's MAC and address, external_ids:iface-id) is
+    bound by this chassis' ovn-controller: neutron reports the port ACTIVE, and the
+    interface reaches the router's address on the subnet through OVN's flows."""
+    env = cloud
+    nb = docker_client.containers.get(env.name("ovn_northd"))
+    nbctl = ["ovn-nbctl", f"--db=tcp:127.0.0.1:{env.globals['ovn_nb_db_port']}"]
+    host = env.openstack("network", "agent", "list", "--agent-type", "ovn-controller", "-c", "Host").strip()
+    assert host, "no OVN controller agent"
+    network = env.openstack("network", "create", "kst-net", "-c", "id").strip()
+    env.openstack("subnet", "create", "--network", "kst-net", "--subnet-range", "198.18.20.0/24", "kst-subnet")
+    env.openstack("router", "create", "kst-router")
+    env.openstack("router", "add", "subnet", "kst-router", "kst-subnet", values=False)
+    created = json.loads(env.openstack("port", "create", "--network", "kst-net", "--host", host, "kst-port",
+                                       "-f", "json", values=False))
+    port, mac, address = created["id"], created["mac_address"], created["fixed_ips"][0]["ip_address"]
+    assert f"neutron-{network}" in nb.exec_run([*nbctl, "ls-list"]).output.decode()
+    assert port in nb.exec_run([*nbctl, "lsp-list", f"neutron-{network}"]).output.decode()
+    try:
+        for step in (["ip", "netns", "add", SERVER],
+                     ["ip", "link", "add", f"{SERVER}0", "type", "veth", "peer", "name", "eth0", "netns", SERVER],
+                     ["ip", "link", "set", f"{SERVER}0", "up"],
+                     ["ip", "-n", SERVER, "link", "set", "eth0", "address", mac],
+                     ["ip", "-n", SERVER, "addr", "add", f"{address}/24", "dev", "eth0"],
+                     ["ip", "-n", SERVER, "link", "set", "eth0", "up"]):
+            proc = subprocess.run(step, capture_output=True, text=True)
+            assert proc.returncode == 0, (step, proc.stderr)
+        plug = docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
+            ["ovs-vsctl", "add-port", BRIDGE, f"{SERVER}0", "--", "set", "Interface", f"{SERVER}0",
+             f"external_ids:iface-id={port}"])
+        assert plug.exit_code == 0, plug.output.decode()
+        deadline = time.monotonic() + 60
+        while env.openstack("port", "show", port, "-c", "status").strip() != "ACTIVE" and time.monotonic() < deadline:
+            time.sleep(1)
+        assert env.openstack("port", "show", port, "-c", "status").strip() == "ACTIVE"
+        ping = subprocess.run(["ip", "netns", "exec", SERVER, "ping", "-c", "3", "-W", "2", "198.18.20.1"],
+                              capture_output=True, text=True, timeout=30)
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+    finally:
+        subprocess.run(["ip", "netns", "del", SERVER], capture_output=True)
+    env.openstack("port", "delete", port, values=False)
+    env.openstack("router", "remove", "subnet", "kst-router", "kst-subnet", values=False)
+    env.openstack("router", "delete", "kst-router", values=False)
+    env.openstack("network", "delete", "kst-net", values=False)
+    assert f"neutron-{network}" not in nb.exec_run([*nbctl, "ls-list"]).output.decode()
 
 
 CHECK = ["kolla_check", "api", "glance", "/etc/glance/glance-api.conf", "/v2/images"]   # glance's health check

@@ -20,7 +20,8 @@ def test_globals_override_defaults_and_derive_tag(tmp_path):
     write(tmp_path, "globals.yml", {"openstack_release": "2026.1", "kolla_install_type": "source"})
     settings = load_settings(tmp_path)
     assert settings["openstack_tag"] == "2026.1-source"
-    assert settings["release_versions"] == {"keystone": "29.0.0", "glance": "32.0.0", "placement": "15.0.0", "nova": "33.0.2"}
+    assert settings["release_versions"] == {"keystone": "29.0.0", "glance": "32.0.0", "placement": "15.0.0", "nova": "33.0.2",
+                                           "neutron": "28.0.2"}
     assert settings["api_interface"] == "lo"
 
 
