@@ -674,7 +674,9 @@ def registration_job(service, block, settings, passwords, host, where):
     user_name = text(user, "name", "user.name")
     password_key = text(user, "password", "user.password")
     project = text(user, "project", "user.project", "service")
-    roles = user.get("roles", ["admin"])
+    # service: the role keystonemiddleware requires of a service token (nova calling
+    # neutron or glance with its own token beside the user's is refused without it).
+    roles = user.get("roles", ["admin", "service"])
     if not isinstance(roles, list) or not roles or not all(isinstance(r, str) and r for r in roles):
         problems.append(f"{where}.user.roles: expected a list of role names, got {roles!r}")
     if isinstance(password_key, str) and password_key.strip() and password_key not in passwords:
