@@ -580,11 +580,14 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
             ["sh", "-c", "cd /etc/keystone/fernet-keys && sha256sum *"], user="root").output.decode() for h in hosts]
 
     def validated_everywhere(issuer):
-        """A token issued by `issuer` (an index of servers), and which servers validate it."""
+        """A token issued by `issuer` (an index of servers), and which servers validate it.
+        Asked twice at most: twice in CI the first request to host1's keystone right after
+        the clusters' deploy got no answer in 30 s (the probe prints it; issue 13 tracks
+        why), and what this checks is the shared keys, not that first answer."""
         address, port = servers[issuer]
-        return probe_from(host2, f"(lambda token: [token, [token_valid(p, password, token, a, {SLOW}) for a, p in {servers!r}]])"
-                                 f"(token_issue({port}, password, {address!r}, timeout={SLOW}).headers['X-Subject-Token'])",
-                          password)
+        expression = (f"(lambda token: [token, [token_valid(p, password, token, a, {SLOW}) for a, p in {servers!r}]])"
+                      f"(token_issue({port}, password, {address!r}, timeout={SLOW}).headers['X-Subject-Token'])")
+        return probe_from(host2, expression, password) or probe_from(host2, expression, password)
 
     before, validators = validated_everywhere(0)
     assert validators == [True, True, True]
