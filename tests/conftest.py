@@ -120,6 +120,34 @@ def cleanup_prefix(client, prefix):
     raise RuntimeError(f"could not remove {', '.join(sorted(failed))}: {failed}")
 
 
+def plug_test_host(namespace, address, mac=None):
+    """A test host: a network namespace whose eth0 (`address`/24, `mac` if given) is
+    one end of a veth pair; the other end, `<namespace>0`, stays on this host to be
+    plugged into a bridge. `unplug_test_host` removes both."""
+    unplug_test_host(namespace)   # an interrupted run's
+    for step in (["ip", "netns", "add", namespace],
+                 ["ip", "link", "add", f"{namespace}0", "type", "veth", "peer", "name", "eth0", "netns", namespace],
+                 ["ip", "link", "set", f"{namespace}0", "up"],
+                 *([["ip", "-n", namespace, "link", "set", "eth0", "address", mac]] if mac else []),
+                 ["ip", "-n", namespace, "addr", "add", f"{address}/24", "dev", "eth0"],
+                 ["ip", "-n", namespace, "link", "set", "eth0", "up"]):
+        proc = subprocess.run(step, capture_output=True, text=True)
+        assert proc.returncode == 0, (step, proc.stderr)
+
+
+def unplug_test_host(namespace):
+    """Removes a test host and its veth pair. The pair goes with its host-side end
+    (deleting only the namespace leaves it while the kernel tears the namespace down,
+    or for good where something still holds the namespace), so wait until it is gone."""
+    subprocess.run(["ip", "link", "del", f"{namespace}0"], capture_output=True)
+    subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+    for _ in range(100):
+        if subprocess.run(["ip", "link", "show", f"{namespace}0"], capture_output=True).returncode:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the veth {namespace}0 of test host {namespace} is still there after 10 s")
+
+
 # Every container and volume the tests make starts with one of these (health_helpers: kshealth).
 TEST_NAMES = ("kst", "kshealth")
 

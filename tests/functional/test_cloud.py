@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import IMAGES
+from conftest import IMAGES, plug_test_host, unplug_test_host
 
 from kolla_salt.inventory import default_settings, release_tag
 
@@ -55,7 +55,7 @@ def cloud(tmp_path_factory, docker_client, built_images):
     if libvirt:   # a server a failed test left: its qemu would outlive the containers
         for domain in virsh_list(docker_client, env):
             libvirt[0].exec_run(["virsh", "--connect", "qemu:///system", "destroy", domain])
-    subprocess.run(["ip", "netns", "del", SERVER], capture_output=True)
+    unplug_test_host(SERVER)
     vswitchd = docker_client.containers.list(filters={"name": env.name("openvswitch_vswitchd")})
     if vswitchd:   # the kernel datapath keeps a bridge after ovs-vswitchd ends
         vswitchd[0].exec_run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE])
@@ -226,14 +226,7 @@ def test_neutron_builds_networks_in_ovn_and_a_plugged_port_reaches_its_router(cl
     assert f"neutron-{network}" in nb.exec_run([*nbctl, "ls-list"]).output.decode()
     assert port in nb.exec_run([*nbctl, "lsp-list", f"neutron-{network}"]).output.decode()
     try:
-        for step in (["ip", "netns", "add", SERVER],
-                     ["ip", "link", "add", f"{SERVER}0", "type", "veth", "peer", "name", "eth0", "netns", SERVER],
-                     ["ip", "link", "set", f"{SERVER}0", "up"],
-                     ["ip", "-n", SERVER, "link", "set", "eth0", "address", mac],
-                     ["ip", "-n", SERVER, "addr", "add", f"{address}/24", "dev", "eth0"],
-                     ["ip", "-n", SERVER, "link", "set", "eth0", "up"]):
-            proc = subprocess.run(step, capture_output=True, text=True)
-            assert proc.returncode == 0, (step, proc.stderr)
+        plug_test_host(SERVER, address, mac)
         plug = docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
             ["ovs-vsctl", "add-port", BRIDGE, f"{SERVER}0", "--", "set", "Interface", f"{SERVER}0",
              f"external_ids:iface-id={port}"])
@@ -246,7 +239,7 @@ def test_neutron_builds_networks_in_ovn_and_a_plugged_port_reaches_its_router(cl
                               capture_output=True, text=True, timeout=30)
         assert ping.returncode == 0, ping.stdout + ping.stderr
     finally:
-        subprocess.run(["ip", "netns", "del", SERVER], capture_output=True)
+        unplug_test_host(SERVER)
     env.openstack("port", "delete", port, values=False)
     env.openstack("router", "remove", "subnet", "kst-router", "kst-subnet", values=False)
     env.openstack("router", "delete", "kst-router", values=False)

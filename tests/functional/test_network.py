@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import IMAGES, KollaEnv
+from conftest import IMAGES, KollaEnv, plug_test_host, unplug_test_host
 
 pytestmark = pytest.mark.functional
 BRIDGE = "kstbr-int"
@@ -56,21 +56,14 @@ def switch(tmp_path_factory, docker_client, built_images):
     env.write_globals(enable_mariadb=False, enable_rabbitmq=False, enable_memcached=False, enable_keystone=False,
                       enable_openvswitch=True, ovs_integration_bridge=BRIDGE)
     env.deploy_output = env.run("deploy").stdout
-    for host, address in HOSTS.items():   # a test host: a namespace whose eth0 is a port of the bridge
-        sh("ip", "netns", "del", host)
-        for step in (["ip", "netns", "add", host],
-                     ["ip", "link", "add", f"{host}0", "type", "veth", "peer", "name", "eth0", "netns", host],
-                     ["ip", "link", "set", f"{host}0", "up"],
-                     ["ip", "-n", host, "addr", "add", f"{address}/24", "dev", "eth0"],
-                     ["ip", "-n", host, "link", "set", "eth0", "up"]):
-            proc = sh(*step)
-            assert proc.returncode == 0, (step, proc.stderr)
+    for host, address in HOSTS.items():   # their <host>0 ends become ports of the bridge
+        plug_test_host(host, address)
     yield env
     vswitchd = docker_client.containers.list(filters={"name": env.name("openvswitch_vswitchd")})
     if vswitchd:   # the kernel datapath keeps a bridge after ovs-vswitchd ends
         vswitchd[0].exec_run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE])
     for host in HOSTS:
-        sh("ip", "netns", "del", host)   # takes both ends of its veth pair
+        unplug_test_host(host)
     env.cleanup(docker_client)
     sh("ip", "link", "del", BRIDGE)   # the userspace datapath's bridge device outlives ovs-vswitchd too
     if docker_client.images.list(name=NEW_IMAGE):
