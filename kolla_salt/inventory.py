@@ -372,9 +372,13 @@ class ServiceRenderer:
     def context(self):
         return {**self.settings, **self.passwords, **self.host}
 
-    def image(self, name):
-        """The image a container runs: <name>_tag pins one, else the release's tag."""
-        return image_ref(self.settings, name, self.settings.get(f"{name}_tag"))
+    def image(self, name, container=None):
+        """The image a container (or job) runs: its own <container>_tag pins one, else
+        its image's <name>_tag, else the release's tag. A container's own tag lets one
+        set move alone: nova_compute_tag upgrades compute-operation's nova-compute while
+        the control set's nova containers keep nova_tag."""
+        return image_ref(self.settings, name,
+                         self.settings.get(f"{container}_tag") or self.settings.get(f"{name}_tag"))
 
     def definition(self, service):
         text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context())
@@ -492,7 +496,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             elif backend in balanced:   # behind haproxy: swapped blue/green between its two ports
                 spec_data.update(swap="blue-green", listen={"backend": backend, "address": host["api_interface_address"],
                                                             "ports": balanced[backend]["listen_ports"]})
-            spec_data.update(name=prefix + cname, image=renderer.image(container["image"]), set_path=set_path,
+            spec_data.update(name=prefix + cname, image=renderer.image(container["image"], cname), set_path=set_path,
                              config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
             try:
                 ContainerSpec.from_dict(spec_data, cwhere)

@@ -148,6 +148,36 @@ def unplug_test_host(namespace):
     raise RuntimeError(f"the veth {namespace}0 of test host {namespace} is still there after 10 s")
 
 
+def qemu_pid(domain):
+    """The host's pid of a libvirt guest's qemu process (its command line names the
+    domain: `-name guest=<domain>,...`), or None."""
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and f"guest={domain},".encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                return int(entry)
+        except OSError:   # ended meanwhile
+            continue
+    return None
+
+
+def while_running(env, command, count):
+    """Runs kolla-salt `command` while sampling `count()` (something a working guest
+    keeps increasing: its console lines, answered pings): (the command's output, the
+    longest time without an increase)."""
+    proc = subprocess.Popen([KOLLA, "--config-dir", str(env.config_dir), *command], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    last_count, last_change, longest = count(), time.monotonic(), 0.0
+    while proc.poll() is None:
+        now, current = time.monotonic(), count()
+        if current != last_count:
+            longest, last_count, last_change = max(longest, now - last_change), current, now
+        time.sleep(0.2)
+    longest = max(longest, time.monotonic() - last_change)
+    out = proc.stdout.read()
+    assert proc.returncode == 0, out
+    return out, longest
+
+
 # Every container and volume the tests make starts with one of these (health_helpers: kshealth).
 TEST_NAMES = ("kst", "kshealth")
 

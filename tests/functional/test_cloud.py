@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import IMAGES, plug_test_host, unplug_test_host
+from conftest import IMAGES, plug_test_host, qemu_pid, unplug_test_host, while_running
 
 from kolla_salt.inventory import default_settings, release_tag
 
@@ -32,6 +32,7 @@ BRIDGE = "kstcloud-br"   # the integration bridge, a device on this host: the te
 NEUTRON = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True, "enable_neutron": True,
            "ovs_integration_bridge": BRIDGE}
 SERVER = "kstcloud-vm"   # a test namespace standing in for a server's plugged interface
+PROBER = "kstcloud-host"   # a test host on the servers' network (its own port there)
 VIP = default_settings()["kolla_internal_vip_address"]   # on loopback: the all-in-one's
 NEXT = "2026.2"   # the release after the default
 
@@ -247,51 +248,6 @@ def test_neutron_builds_networks_in_ovn_and_a_plugged_port_reaches_its_router(cl
     assert f"neutron-{network}" not in nb.exec_run([*nbctl, "ls-list"]).output.decode()
 
 
-def test_a_server_boots_on_an_ovn_network_and_prints_its_boot_message_in_its_console_log(cloud, docker_client,
-                                                                                           tmp_path):
-    """The project's own guest (Debian's kernel and a busybox initramfs, `kolla-salt
-    build guest`) uploaded to glance as kernel, ramdisk and a disk image naming them;
-    a flavor; a network and subnet: `server create` gets an ACTIVE server with an
-    address on the network (its port plugged into the integration bridge and bound by
-    OVN), and `console log show` has its boot message. Deleting it ends its qemu."""
-    env = cloud
-    guest = docker_client.containers.create(f"{IMAGES}/guest:{release_tag(default_settings())}", "true")
-    try:
-        for name in ("vmlinuz", "initrd.img"):
-            bits, _ = guest.get_archive(f"/guest/{name}")
-            tarfile.open(fileobj=io.BytesIO(b"".join(bits))).extractall(tmp_path)
-    finally:
-        guest.remove()
-    (tmp_path / "root.img").write_bytes(bytes(1 << 20))   # the disk: the guest runs from its initramfs
-    kernel = env.openstack("image", "create", "--disk-format", "aki", "--container-format", "aki", "--file",
-                           str(tmp_path / "vmlinuz"), "kst-kernel", "-c", "id").strip()
-    ramdisk = env.openstack("image", "create", "--disk-format", "ari", "--container-format", "ari", "--file",
-                            str(tmp_path / "initrd.img"), "kst-ramdisk", "-c", "id").strip()
-    env.openstack("image", "create", "--disk-format", "raw", "--container-format", "bare", "--file",
-                  str(tmp_path / "root.img"), "--property", f"kernel_id={kernel}", "--property",
-                  f"ramdisk_id={ramdisk}", "--property", "os_command_line=console=ttyS0", "kst-guest")
-    env.openstack("flavor", "create", "--ram", "128", "--disk", "1", "--vcpus", "1", "kst-small")
-    env.openstack("network", "create", "kst-servers")
-    env.openstack("subnet", "create", "--network", "kst-servers", "--subnet-range", "198.18.21.0/24", "kst-servers")
-    started = time.monotonic()
-    server = env.openstack("server", "create", "--image", "kst-guest", "--flavor", "kst-small", "--network",
-                           "kst-servers", "--wait", "kst-server", "-c", "id").strip()
-    assert env.openstack("server", "show", server, "-c", "status").strip() == "ACTIVE"
-    assert "198.18.21." in env.openstack("server", "show", server, "-c", "addresses")
-    deadline = time.monotonic() + 120
-    while "kolla-salt guest: booted" not in env.openstack("console", "log", "show", server, values=False):
-        assert time.monotonic() < deadline, env.openstack("console", "log", "show", server, values=False)[-2000:]
-        time.sleep(1)
-    print(f"\nserver: from `server create` to its boot message {time.monotonic() - started:.1f} s (QEMU emulation)")
-    instance = env.openstack("server", "show", server, "-c", "OS-EXT-SRV-ATTR:instance_name").strip()
-    assert instance in virsh_list(docker_client, env)
-    env.openstack("server", "delete", "--wait", server, values=False)
-    assert instance not in virsh_list(docker_client, env)
-    for kind, name in (("network", "kst-servers"), ("flavor", "kst-small"), ("image", "kst-guest"),
-                       ("image", "kst-kernel"), ("image", "kst-ramdisk")):
-        env.openstack(kind, "delete", name, values=False)
-
-
 def virsh_list(docker_client, env):
     result = docker_client.containers.get(env.name("nova_libvirt")).exec_run(
         ["virsh", "--connect", "qemu:///system", "list", "--name"])
@@ -471,3 +427,156 @@ def test_bad_input_is_refused_naming_the_key_before_anything_changes(cloud, dock
         assert proc.returncode == 2
         assert f"globals.yml: key '{key}' {problem}" in proc.stderr, proc.stderr
     assert started_at(docker_client, cloud) == before
+
+
+# The server's tests come last: a failed compute upgrade would leave pins that the no-op checks above would see.
+@pytest.fixture(scope="module")
+def server(cloud, docker_client, tmp_path_factory):
+    """A server of the project's own guest (Debian's kernel and a busybox initramfs,
+    `kolla-salt build guest`, uploaded to glance as kernel, ramdisk and a disk image
+    naming them) on the network kst-servers, and a test host (namespace PROBER) on the
+    same network through a neutron port of its own, plugged into the integration bridge."""
+    env, folder = cloud, tmp_path_factory.mktemp("guest")
+    guest = docker_client.containers.create(f"{IMAGES}/guest:{release_tag(default_settings())}", "true")
+    try:
+        for name in ("vmlinuz", "initrd.img"):
+            bits, _ = guest.get_archive(f"/guest/{name}")
+            tarfile.open(fileobj=io.BytesIO(b"".join(bits))).extractall(folder)
+    finally:
+        guest.remove()
+    (folder / "root.img").write_bytes(bytes(1 << 20))   # the disk: the guest runs from its initramfs
+    kernel = env.openstack("image", "create", "--disk-format", "aki", "--container-format", "aki", "--file",
+                           str(folder / "vmlinuz"), "kst-kernel", "-c", "id").strip()
+    ramdisk = env.openstack("image", "create", "--disk-format", "ari", "--container-format", "ari", "--file",
+                            str(folder / "initrd.img"), "kst-ramdisk", "-c", "id").strip()
+    # os_shutdown_timeout 0: busybox has no ACPI daemon, so `server stop` powers off at once.
+    env.openstack("image", "create", "--disk-format", "raw", "--container-format", "bare", "--file",
+                  str(folder / "root.img"), "--property", f"kernel_id={kernel}", "--property",
+                  f"ramdisk_id={ramdisk}", "--property", "os_command_line=console=ttyS0",
+                  "--property", "os_shutdown_timeout=0", "kst-guest")
+    env.openstack("flavor", "create", "--ram", "128", "--disk", "1", "--vcpus", "1", "kst-small")
+    env.openstack("network", "create", "kst-servers")
+    env.openstack("subnet", "create", "--network", "kst-servers", "--subnet-range", "198.18.21.0/24", "kst-servers")
+    prober = json.loads(env.openstack("port", "create", "--network", "kst-servers", "kst-prober", "-f", "json",
+                                      values=False))
+    try:
+        plug_test_host(PROBER, prober["fixed_ips"][0]["ip_address"], prober["mac_address"])
+        plug = docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
+            ["ovs-vsctl", "add-port", BRIDGE, f"{PROBER}0", "--", "set", "Interface", f"{PROBER}0",
+             f"external_ids:iface-id={prober['id']}"])
+        assert plug.exit_code == 0, plug.output.decode()
+        started = time.monotonic()
+        server_id = env.openstack("server", "create", "--image", "kst-guest", "--flavor", "kst-small", "--network",
+                                  "kst-servers", "--wait", "kst-server", "-c", "id").strip()
+        shown = json.loads(env.openstack("server", "show", server_id, "-f", "json", values=False))
+        yield {"id": server_id, "started": started, "instance": shown["OS-EXT-SRV-ATTR:instance_name"],
+               "address": shown["addresses"]["kst-servers"][0], "prober": prober["id"]}
+    finally:
+        unplug_test_host(PROBER)
+        for args in (("server", "delete", "--wait", "kst-server"), ("port", "delete", "kst-prober"),
+                     ("network", "delete", "kst-servers"), ("flavor", "delete", "kst-small"),
+                     ("image", "delete", "kst-guest"), ("image", "delete", "kst-kernel"),
+                     ("image", "delete", "kst-ramdisk")):
+            try:
+                env.openstack(*args, values=False)
+            except AssertionError:   # a test deleted it already, or it was never made
+                pass
+
+
+def console_log(env, server):
+    return env.openstack("console", "log", "show", server["id"], values=False)
+
+
+def wait_for(what, condition, seconds):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
+        time.sleep(1)
+
+
+def answers_ping(server):
+    """One ping from the test host on the server's network: answered within a second."""
+    return subprocess.run(["ip", "netns", "exec", PROBER, "ping", "-c", "1", "-W", "1", server["address"]],
+                          capture_output=True).returncode == 0
+
+
+def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_network(cloud, docker_client, server):
+    """`server create` gets an ACTIVE server with an address on the network (its port
+    plugged into the integration bridge and bound by OVN); `console log show` has its
+    boot message, then the address it took by DHCP (OVN's native DHCP, from neutron's
+    subnet): the server's own address; a test host on the same network pings it."""
+    env = cloud
+    assert env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE"
+    assert server["address"].startswith("198.18.21.")
+    wait_for("boot message", lambda: "kolla-salt guest: booted" in console_log(env, server), 120)
+    print(f"\nserver: from `server create` to its boot message {time.monotonic() - server['started']:.1f} s "
+          "(QEMU emulation)")
+    wait_for("address from DHCP", lambda: "kolla-salt guest: address" in console_log(env, server), 60)
+    assert f"kolla-salt guest: address {server['address']}/24 on eth0" in console_log(env, server)
+    print(f"server: from `server create` to its address {time.monotonic() - server['started']:.1f} s")
+    wait_for("ACTIVE test host port", lambda: env.openstack("port", "show", server["prober"], "-c",
+                                                            "status").strip() == "ACTIVE", 60)
+    wait_for("answer to ping", lambda: answers_ping(server), 30)
+    assert server["instance"] in virsh_list(docker_client, env)
+
+
+def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_by_nova(cloud, docker_client,
+                                                                                         server):
+    """New nova-compute and libvirt images (the built ones plus a label: new content),
+    named by nova_compute_tag and libvirt_tag: `upgrade --set compute-operation`
+    replaces both containers while the server's qemu keeps its PID and the server
+    keeps answering pings; nova still manages it (stop ends its qemu, start boots it
+    again); `rollback --set compute-operation` goes back the same way; the pins and
+    globals then agree with what runs (`deploy --test` changes nothing)."""
+    env = cloud
+    wait_for("answer to ping", lambda: answers_ping(server), 60)
+    qemu = qemu_pid(server["instance"])
+    assert qemu
+    new = {"nova_libvirt": f"{IMAGES}/libvirt:kstcloud-new", "nova_compute": f"{IMAGES}/nova:kstcloud-new"}
+    old = {container: docker_client.containers.get(env.name(container)).image for container in new}
+    for container, tag in new.items():
+        docker_client.images.build(fileobj=io.BytesIO(f"FROM {old[container].id}\nLABEL kolla.test=kstcloud\n".encode()),
+                                   tag=tag, rm=True)
+    answered = [0]
+
+    def pings():
+        answered[0] += answers_ping(server)
+        return answered[0]
+
+    try:
+        env.write_globals(libvirt_tag="kstcloud-new", nova_compute_tag="kstcloud-new")
+        out, longest = while_running(env, ("upgrade", "--set", "compute-operation"), pings)
+        print(f"\ncompute upgrade: {answered[0]} pings answered, longest time without an answer {longest:.1f} s")
+        for container, tag in new.items():
+            assert f"{env.name(container)} recreated" in out, out
+            assert docker_client.containers.get(env.name(container)).image.tags == [tag]
+        assert qemu_pid(server["instance"]) == qemu   # the same qemu process: the guest never stopped
+        assert longest < 5
+        assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout   # nova's control set kept nova_tag
+
+        env.openstack("server", "stop", server["id"], values=False)   # the new nova-compute and libvirt manage it
+        wait_for("SHUTOFF", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "SHUTOFF",
+                 60)
+        assert qemu_pid(server["instance"]) is None
+        env.openstack("server", "start", server["id"], values=False)
+        wait_for("ACTIVE", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE",
+                 60)
+        wait_for("answer to ping after start", lambda: answers_ping(server), 120)
+        qemu = qemu_pid(server["instance"])
+
+        answered[0] = 0
+        out, longest = while_running(env, ("rollback", "--set", "compute-operation"), pings)
+        print(f"compute rollback: {answered[0]} pings answered, longest time without an answer {longest:.1f} s")
+        for container in new:
+            assert docker_client.containers.get(env.name(container)).image.id == old[container].id
+        assert qemu_pid(server["instance"]) == qemu
+        assert longest < 5
+    finally:
+        env.write_globals(libvirt_tag="", nova_compute_tag="")
+        for tag in new.values():
+            docker_client.images.remove(tag, force=True)
+    env.run("unpin", *new)   # what they run now is what globals.yml names again
+    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
+    env.openstack("server", "delete", "--wait", server["id"], values=False)
+    assert server["instance"] not in virsh_list(docker_client, env)
+    assert qemu_pid(server["instance"]) is None

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IMAGES, KollaEnv
+from conftest import IMAGES, KollaEnv, qemu_pid, while_running
 
 from kolla_salt.inventory import default_settings, release_tag
 
@@ -44,20 +44,9 @@ def compute(tmp_path_factory, docker_client, built_images):
     libvirt = docker_client.containers.list(filters={"name": env.name("nova_libvirt")})
     if libvirt:
         libvirt[0].exec_run(["virsh", "--connect", "qemu:///system", "destroy", DOMAIN])
-    if qemu_pid():
-        os.kill(qemu_pid(), 9)   # the guest this module started, if libvirt could not end it
+    if qemu_pid(DOMAIN):
+        os.kill(qemu_pid(DOMAIN), 9)   # the guest this module started, if libvirt could not end it
     env.cleanup(docker_client)
-
-
-def qemu_pid():
-    """The host's pid of this module's guest (its qemu process), or None."""
-    for entry in os.listdir("/proc"):
-        try:
-            if entry.isdigit() and f"guest={DOMAIN},".encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
-                return int(entry)
-        except OSError:   # ended meanwhile
-            continue
-    return None
 
 
 def virsh(docker_client, env, *args):
@@ -89,7 +78,7 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
     booted = time.monotonic() - began
     print(f"\nguest: from `virsh create` to its boot message {booted:.1f} s (QEMU emulation)")
     assert "kolla-salt guest: booted" in console(env), console(env)[-2000:]
-    qemu = qemu_pid()
+    qemu = qemu_pid(DOMAIN)
     assert qemu
 
     # A new libvirt image (the built one plus a label: new content) replaces the container.
@@ -98,16 +87,16 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
                                tag=f"{IMAGES}/libvirt:kstcomp-new", rm=True)
     try:
         env.write_globals(libvirt_tag="kstcomp-new")
-        out, longest = _watching(env, ("upgrade", "--services", "libvirt"), lambda: console(env).count("alive"))
+        out, longest = while_running(env, ("upgrade", "--services", "libvirt"), lambda: console(env).count("alive"))
         assert "nova_libvirt recreated" in out, out
         assert docker_client.containers.get(env.name("nova_libvirt")).image.tags == [f"{IMAGES}/libvirt:kstcomp-new"]
-        assert qemu_pid() == qemu   # the same qemu process
+        assert qemu_pid(DOMAIN) == qemu   # the same qemu process
         assert f"{DOMAIN}" in virsh(docker_client, env, "list", "--name")                # the new libvirtd has it
         print(f"guest during the libvirt upgrade: longest time without a console line {longest:.1f} s")
         assert longest < 5
 
-        out, longest = _watching(env, ("rollback", "nova_libvirt"), lambda: console(env).count("alive"))
-        assert qemu_pid() == qemu and DOMAIN in virsh(docker_client, env, "list", "--name")
+        out, longest = while_running(env, ("rollback", "nova_libvirt"), lambda: console(env).count("alive"))
+        assert qemu_pid(DOMAIN) == qemu and DOMAIN in virsh(docker_client, env, "list", "--name")
         assert longest < 5
         virsh(docker_client, env, "destroy", DOMAIN)
         deadline = time.monotonic() + 30
@@ -117,25 +106,6 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
     finally:
         env.write_globals(libvirt_tag="")
         docker_client.images.remove(f"{IMAGES}/libvirt:kstcomp-new", force=True)
-
-
-def _watching(env, command, count):
-    """Runs kolla-salt `command` while sampling `count()` (the guest's console lines):
-    (its output, the longest time without a new line)."""
-    import subprocess
-    from conftest import KOLLA
-    proc = subprocess.Popen([KOLLA, "--config-dir", str(env.config_dir), *command], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    last_count, last_change, longest = count(), time.monotonic(), 0.0
-    while proc.poll() is None:
-        now, current = time.monotonic(), count()
-        if current != last_count:
-            longest, last_count, last_change = max(longest, now - last_change), current, now
-        time.sleep(0.2)
-    longest = max(longest, time.monotonic() - last_change)
-    out = proc.stdout.read()
-    assert proc.returncode == 0, out
-    return out, longest
 
 
 def _tar(name, text):

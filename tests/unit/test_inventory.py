@@ -149,3 +149,15 @@ def test_log_rotation_follows_every_host_given_a_service_even_by_a_service_role(
     assert names["cache1"] == ["cron", "memcached"]
     assert "cron" in names["ctl1"] and "memcached" not in names["ctl1"]
     assert names["other"] == []
+
+
+def test_a_containers_own_tag_beats_its_images(tmp_path):
+    """nova_compute_tag moves the compute host's nova-compute alone; nova_tag the rest."""
+    write_secrets(tmp_path)
+    write(tmp_path, "globals.yml", {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True,
+                                    "nova_tag": "control-fix", "nova_compute_tag": "compute-fix"})
+    pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
+    images = {c["spec"]["name"]: c["spec"]["image"] for s in pillar["services"] for c in s["containers"]}
+    assert images["nova_compute"] == "kolla-salt/nova:compute-fix"
+    assert images["nova_api"] == images["nova_scheduler"] == "kolla-salt/nova:control-fix"
+    assert images["nova_libvirt"] == "kolla-salt/libvirt:2026.1-source"
