@@ -23,7 +23,8 @@ TEST_PORTS = {
     "glance_api_port": 29292, "placement_api_port": 28778, "keystone_standby_port": 25001,
     "glance_api_standby_port": 29293, "placement_api_standby_port": 28779,
     "nova_api_port": 28774, "nova_api_standby_port": 28773, "ovn_nb_db_port": 26641, "ovn_sb_db_port": 26642,
-    "neutron_server_port": 29696, "neutron_server_standby_port": 29697,
+    "neutron_server_port": 29696, "neutron_server_standby_port": 29697, "horizon_port": 20080,
+    "horizon_standby_port": 20081,
 }
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.

@@ -4,6 +4,8 @@ keystone by the shared registration job, behind haproxy on the VIP, and used thr
 the real python-openstackclient (with osc-placement); keystone swapped blue/green
 under load without a failed request."""
 import hashlib
+import html.parser
+import http.cookiejar
 import io
 import json
 import os
@@ -12,6 +14,7 @@ import sys
 import tarfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -26,7 +29,7 @@ pytestmark = pytest.mark.functional
 SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
             "nova_conductor", "nova_scheduler", "nova_libvirt", "nova_compute", "openvswitch_db",
             "openvswitch_vswitchd", "ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller", "neutron_server",
-            "neutron_periodic_worker", "neutron_ovn_maintenance_worker")
+            "neutron_periodic_worker", "neutron_ovn_maintenance_worker", "horizon")
 NOVA = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True}
 BRIDGE = "kstcloud-br"   # the integration bridge, a device on this host: the test's own name
 NEUTRON = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True, "enable_neutron": True,
@@ -43,25 +46,28 @@ def cloud(tmp_path_factory, docker_client, built_images):
     by the tests of this module."""
     from conftest import KollaEnv
     built_images("mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance", "placement", "nova",
-                 "libvirt", "openvswitch", "ovn", "neutron", "guest")
+                 "libvirt", "openvswitch", "ovn", "neutron", "horizon", "guest")
     env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
     env.cleanup(docker_client)
-    env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, **NOVA, **NEUTRON)
-    started = time.monotonic()
-    env.deploy_output = env.run("deploy").stdout
-    env.deploy_seconds = time.monotonic() - started
-    print(f"\ndeploy of {', '.join(SERVICES)}: {env.deploy_seconds:.1f} s")
-    yield env
-    libvirt = docker_client.containers.list(filters={"name": env.name("nova_libvirt")})
-    if libvirt:   # a server a failed test left: its qemu would outlive the containers
-        for domain in virsh_list(docker_client, env):
-            libvirt[0].exec_run(["virsh", "--connect", "qemu:///system", "destroy", domain])
-    unplug_test_host(SERVER)
-    vswitchd = docker_client.containers.list(filters={"name": env.name("openvswitch_vswitchd")})
-    if vswitchd:   # the kernel datapath keeps a bridge after ovs-vswitchd ends
-        vswitchd[0].exec_run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE])
-    env.cleanup(docker_client)
-    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)   # the userspace datapath's, likewise
+    env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, enable_horizon=True, **NOVA,
+                      **NEUTRON)
+    try:   # a failed deploy too leaves nothing running
+        started = time.monotonic()
+        env.deploy_output = env.run("deploy").stdout
+        env.deploy_seconds = time.monotonic() - started
+        print(f"\ndeploy of {', '.join(SERVICES)}: {env.deploy_seconds:.1f} s")
+        yield env
+    finally:
+        libvirt = docker_client.containers.list(filters={"name": env.name("nova_libvirt")})
+        if libvirt:   # a server a failed test left: its qemu would outlive the containers
+            for domain in virsh_list(docker_client, env):
+                libvirt[0].exec_run(["virsh", "--connect", "qemu:///system", "destroy", domain])
+        unplug_test_host(SERVER)
+        vswitchd = docker_client.containers.list(filters={"name": env.name("openvswitch_vswitchd")})
+        if vswitchd:   # the kernel datapath keeps a bridge after ovs-vswitchd ends
+            vswitchd[0].exec_run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE])
+        env.cleanup(docker_client)
+        subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True)   # the userspace datapath's, likewise
 
 
 def started_at(docker_client, env):
@@ -167,6 +173,44 @@ def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud,
     assert "glance" in (logs / "glance" / "glance-api.log").read_text()
     assert (logs / "placement" / "placement-api.log").exists()
     assert (logs / "neutron" / "neutron-server.log").exists()
+
+
+class FormInputs(html.parser.HTMLParser):
+    """The named inputs of a page's forms: {name: value}."""
+
+    def __init__(self, page):
+        super().__init__()
+        self.inputs = {}
+        self.feed(page)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "input" and attrs.get("name"):
+            self.inputs[attrs["name"]] = attrs.get("value") or ""
+
+
+def horizon_login(cloud, password):
+    """Logs in to horizon on the VIP as admin, as a browser does (the login page's
+    form with its CSRF token, the cookies): (the page it lands on, its address)."""
+    base = f"http://{VIP}:{cloud.globals['horizon_port']}"
+    browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    form = FormInputs(browser.open(f"{base}/auth/login/", timeout=30).read().decode()).inputs
+    assert "csrfmiddlewaretoken" in form, form
+    form.update(username="admin", password=password)
+    with browser.open(urllib.request.Request(f"{base}/auth/login/", data=urllib.parse.urlencode(form).encode(),
+                                             headers={"Referer": f"{base}/auth/login/"}), timeout=60) as answer:
+        return answer.read().decode(), answer.geturl()
+
+
+def test_horizon_logs_the_admin_in_to_the_overview_and_refuses_a_wrong_password(cloud):
+    """horizon behind haproxy on the VIP: a login with the admin password lands on the
+    project's overview (horizon asked keystone, then nova and neutron for the usage it
+    shows); a wrong password stays on the login page with horizon's refusal."""
+    page, address = horizon_login(cloud, cloud.passwords()["keystone_admin_password"])
+    assert address.endswith("/project/"), address
+    assert "<title>Overview - OpenStack Dashboard</title>" in page, page[:2000]
+    page, address = horizon_login(cloud, "kst-wrong-password")
+    assert address.endswith("/auth/login/") and "Invalid credentials." in page, (address, page[:2000])
 
 
 def test_nova_runs_with_this_host_as_its_compute_host(cloud, docker_client):
@@ -429,6 +473,32 @@ def test_bad_input_is_refused_naming_the_key_before_anything_changes(cloud, dock
     assert started_at(docker_client, cloud) == before
 
 
+def test_a_nova_compute_whose_start_failed_is_unhealthy_until_it_starts_again(cloud, docker_client):
+    """nova-compute started while libvirt is down fails its start and stays running,
+    connected to RabbitMQ, serving nothing: its check says so, still after libvirt is
+    back; restarted (what the health loop does), it serves and is healthy again."""
+    compute = docker_client.containers.get(cloud.name("nova_compute"))
+    libvirt = docker_client.containers.get(cloud.name("nova_libvirt"))
+    check = compute.attrs["Config"]["Healthcheck"]["Test"][1:]
+
+    def checked():
+        result = compute.exec_run(check)
+        return result.exit_code, result.output.decode()
+
+    libvirt.stop(timeout=20)
+    try:
+        compute.restart(timeout=30)
+        wait_for("failed start", lambda: "has not reported its state since its start" in checked()[1], 60)
+    finally:
+        libvirt.start()
+    wait_for("libvirt", lambda: libvirt.exec_run(["virsh", "--connect", "qemu:///system", "list"]).exit_code == 0, 60)
+    time.sleep(15)   # longer than nova-compute's report interval: it would have reported by now
+    code, out = checked()
+    assert code == 1 and "has not reported its state since its start" in out, out
+    compute.restart(timeout=30)
+    wait_for("healthy check", lambda: checked()[0] == 0, 90)
+
+
 # The server's tests come last: a failed compute upgrade would leave pins that the no-op checks above would see.
 @pytest.fixture(scope="module")
 def server(cloud, docker_client, tmp_path_factory):
@@ -457,18 +527,19 @@ def server(cloud, docker_client, tmp_path_factory):
     env.openstack("flavor", "create", "--ram", "128", "--disk", "1", "--vcpus", "1", "kst-small")
     env.openstack("network", "create", "kst-servers")
     env.openstack("subnet", "create", "--network", "kst-servers", "--subnet-range", "198.18.21.0/24", "kst-servers")
-    prober = json.loads(env.openstack("port", "create", "--network", "kst-servers", "kst-prober", "-f", "json",
-                                      values=False))
     try:
+        started = time.monotonic()
+        server_id = env.openstack("server", "create", "--image", "kst-guest", "--flavor", "kst-small", "--network",
+                                  "kst-servers", "--wait", "kst-server", "-c", "id").strip()
+        shown = json.loads(env.openstack("server", "show", server_id, "-f", "json", values=False))
+        # Bound to the server's host as nova binds the server's port: neutron sets an unbound port ACTIVE never.
+        prober = json.loads(env.openstack("port", "create", "--network", "kst-servers", "--host",
+                                          shown["OS-EXT-SRV-ATTR:host"], "kst-prober", "-f", "json", values=False))
         plug_test_host(PROBER, prober["fixed_ips"][0]["ip_address"], prober["mac_address"])
         plug = docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
             ["ovs-vsctl", "add-port", BRIDGE, f"{PROBER}0", "--", "set", "Interface", f"{PROBER}0",
              f"external_ids:iface-id={prober['id']}"])
         assert plug.exit_code == 0, plug.output.decode()
-        started = time.monotonic()
-        server_id = env.openstack("server", "create", "--image", "kst-guest", "--flavor", "kst-small", "--network",
-                                  "kst-servers", "--wait", "kst-server", "-c", "id").strip()
-        shown = json.loads(env.openstack("server", "show", server_id, "-f", "json", values=False))
         yield {"id": server_id, "started": started, "instance": shown["OS-EXT-SRV-ATTR:instance_name"],
                "address": shown["addresses"]["kst-servers"][0], "prober": prober["id"]}
     finally:

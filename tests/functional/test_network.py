@@ -55,19 +55,21 @@ def switch(tmp_path_factory, docker_client, built_images):
     env.cleanup(docker_client)
     env.write_globals(enable_mariadb=False, enable_rabbitmq=False, enable_memcached=False, enable_keystone=False,
                       enable_openvswitch=True, ovs_integration_bridge=BRIDGE)
-    env.deploy_output = env.run("deploy").stdout
-    for host, address in HOSTS.items():   # their <host>0 ends become ports of the bridge
-        plug_test_host(host, address)
-    yield env
-    vswitchd = docker_client.containers.list(filters={"name": env.name("openvswitch_vswitchd")})
-    if vswitchd:   # the kernel datapath keeps a bridge after ovs-vswitchd ends
-        vswitchd[0].exec_run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE])
-    for host in HOSTS:
-        unplug_test_host(host)
-    env.cleanup(docker_client)
-    sh("ip", "link", "del", BRIDGE)   # the userspace datapath's bridge device outlives ovs-vswitchd too
-    if docker_client.images.list(name=NEW_IMAGE):
-        docker_client.images.remove(NEW_IMAGE, force=True)
+    try:   # a failed deploy too leaves nothing running
+        env.deploy_output = env.run("deploy").stdout
+        for host, address in HOSTS.items():   # their <host>0 ends become ports of the bridge
+            plug_test_host(host, address)
+        yield env
+    finally:
+        vswitchd = docker_client.containers.list(filters={"name": env.name("openvswitch_vswitchd")})
+        if vswitchd:   # the kernel datapath keeps a bridge after ovs-vswitchd ends
+            vswitchd[0].exec_run(["ovs-vsctl", "--if-exists", "del-br", BRIDGE])
+        for host in HOSTS:
+            unplug_test_host(host)
+        env.cleanup(docker_client)
+        sh("ip", "link", "del", BRIDGE)   # the userspace datapath's bridge device outlives ovs-vswitchd too
+        if docker_client.images.list(name=NEW_IMAGE):
+            docker_client.images.remove(NEW_IMAGE, force=True)
 
 
 def vsctl(docker_client, env, *args):
