@@ -94,6 +94,7 @@ VALUE_RULES = [
     (lambda key: key == "cron_logrotate_rotation_count", lambda v: v >= 1, "at least 1"),
     (lambda key: key == "nova_compute_virt_type", lambda v: v in ("", "kvm", "qemu"),
      "kvm, qemu or empty (what the host offers)"),
+    (lambda key: key == "nova_console", lambda v: v in ("novnc", "none"), "novnc or none"),
     (lambda key: key == "ovs_datapath_type", lambda v: v in ("", "system", "netdev"),
      "system (the kernel's), netdev (userspace) or empty (what the host offers)"),
     (lambda key: key == "cron_logrotate_log_maxsize", lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,

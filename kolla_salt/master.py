@@ -109,14 +109,12 @@ class Master:
                     for step in steps if not any(fnmatch.fnmatch(m, p) for m in accepted for p in step["hosts"])]
         if unplaced:
             raise ValidationError(unplaced)
-        silent = [m for m in accepted if hosts[m] is None]
-        if silent:
-            raise KollaError("; ".join(f"host {m}: its salt-minion does not answer the master" for m in silent)
-                             + "; nothing was changed")
-        dead = [f"host {m}: its Docker engine does not answer ({hosts[m]['engine_error']})"
-                for m in accepted if hosts[m]["engine_error"]]
-        if dead:
-            raise KollaError("; ".join(dead) + "; nothing was changed")
+        # Every host that cannot take part, named at once: one repair for all of them.
+        unreachable = [f"host {m}: its salt-minion does not answer the master" if hosts[m] is None
+                       else f"host {m}: its Docker engine does not answer ({hosts[m]['engine_error']})"
+                       for m in accepted if hosts[m] is None or hosts[m]["engine_error"]]
+        if unreachable:
+            raise KollaError("; ".join(unreachable) + "; nothing was changed")
         return hosts
 
     def members(self, service, hosts):

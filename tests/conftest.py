@@ -24,7 +24,7 @@ TEST_PORTS = {
     "glance_api_standby_port": 29293, "placement_api_standby_port": 28779,
     "nova_api_port": 28774, "nova_api_standby_port": 28773, "ovn_nb_db_port": 26641, "ovn_sb_db_port": 26642,
     "neutron_server_port": 29696, "neutron_server_standby_port": 29697, "horizon_port": 20080,
-    "horizon_standby_port": 20081,
+    "horizon_standby_port": 20081, "nova_novncproxy_port": 26080,
 }
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.

@@ -3,12 +3,14 @@
 keystone by the shared registration job, behind haproxy on the VIP, and used through
 the real python-openstackclient (with osc-placement); keystone swapped blue/green
 under load without a failed request."""
+import base64
 import hashlib
 import html.parser
 import http.cookiejar
 import io
 import json
 import os
+import socket
 import subprocess
 import sys
 import tarfile
@@ -29,7 +31,7 @@ pytestmark = pytest.mark.functional
 SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
             "nova_conductor", "nova_scheduler", "nova_libvirt", "nova_compute", "openvswitch_db",
             "openvswitch_vswitchd", "ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller", "neutron_server",
-            "neutron_periodic_worker", "neutron_ovn_maintenance_worker", "horizon")
+            "neutron_periodic_worker", "neutron_ovn_maintenance_worker", "horizon", "nova_novncproxy")
 NOVA = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True}
 BRIDGE = "kstcloud-br"   # the integration bridge, a device on this host: the test's own name
 NEUTRON = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True, "enable_neutron": True,
@@ -458,16 +460,17 @@ def test_a_release_upgrade_of_glance_and_placement_keeps_their_data(cloud, docke
 
 
 def test_bad_input_is_refused_naming_the_key_before_anything_changes(cloud, docker_client):
-    from conftest import TEST_PORTS
     before = started_at(docker_client, cloud)
     for command, key, bad, problem in (("deploy", "glance_api_port", "9292x", "must be a whole number, got '9292x'"),
                                        ("validate", "placement_api_port", 70000,
-                                        "must be a port number (1-65535), got 70000")):
+                                        "must be a port number (1-65535), got 70000"),
+                                       ("deploy", "nova_console", "spice", "must be novnc or none, got 'spice'")):
+        good = {**default_settings(), **cloud.globals}[key]
         cloud.write_globals(**{key: bad})
         try:
             proc = cloud.run(command, check=False)
         finally:
-            cloud.write_globals(**{key: TEST_PORTS[key]})
+            cloud.write_globals(**{key: good})
         assert proc.returncode == 2
         assert f"globals.yml: key '{key}' {problem}" in proc.stderr, proc.stderr
     assert started_at(docker_client, cloud) == before
@@ -589,6 +592,41 @@ def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_net
                                                             "status").strip() == "ACTIVE", 60)
     wait_for("answer to ping", lambda: answers_ping(server), 30)
     assert server["instance"] in virsh_list(docker_client, env)
+
+
+def websocket_first_message(host, port, path):
+    """Opens a websocket as noVNC does (RFC 6455, subprotocol binary) and returns the
+    first message the other end sends (b"" when it closes instead)."""
+    with socket.create_connection((host, port), timeout=30) as connection:
+        connection.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\n"
+                           "Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: binary\r\n"
+                           f"Sec-WebSocket-Key: {base64.b64encode(os.urandom(16)).decode()}\r\n\r\n".encode())
+        stream = connection.makefile("rb")
+        status = stream.readline()
+        assert b" 101 " in status, status
+        while stream.readline() not in (b"\r\n", b""):   # the rest of the answer's head
+            pass
+        head = stream.read(2)
+        if len(head) < 2 or head[0] & 0x0F == 8:   # closed, or a close frame: no message
+            return b""
+        length = head[1] & 0x7F   # the server's frames are not masked
+        if length == 126:
+            length = int.from_bytes(stream.read(2), "big")
+        return stream.read(length)
+
+
+def test_the_servers_console_opens_in_a_browser_through_the_vip(cloud, server):
+    """`console url show --novnc` gives a URL on the VIP; noVNC's page loads from it,
+    and the websocket the page opens (the URL's token) is relayed by nova-novncproxy
+    to the VNC server of the server's QEMU, which greets with its protocol version."""
+    url = json.loads(cloud.openstack("console", "url", "show", "--novnc", server["id"], "-f", "json",
+                                     values=False))["url"]
+    address = urllib.parse.urlsplit(url)
+    assert (address.hostname, address.port) == (VIP, cloud.globals["nova_novncproxy_port"]), url
+    assert "<title>noVNC</title>" in urllib.request.urlopen(url, timeout=30).read().decode()
+    websocket_path = "/" + urllib.parse.parse_qs(address.query)["path"][0]   # /?token=...
+    assert websocket_first_message(VIP, address.port, websocket_path).startswith(b"RFB 003.")
+    assert not websocket_first_message(VIP, address.port, "/?token=kst-not-a-token")   # refused: closed at once
 
 
 def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_by_nova(cloud, docker_client,
