@@ -17,11 +17,15 @@ from probes import (Prober, keystone_answers, memcached_answers, projects_listed
                     token_request)
 
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
-# Below the ephemeral ports, like the tests' (see tests/conftest.py), and apart from them.
-PORTS = {"memcached_port": 21211, "database_port": 13306, "rabbitmq_port": 13672, "rabbitmq_epmd_port": 14369,
-         "rabbitmq_dist_port": 16672, "keystone_public_port": 15000, "glance_api_port": 19292,
-         "placement_api_port": 18778, "keystone_standby_port": 15001, "glance_api_standby_port": 19293,
-         "placement_api_standby_port": 18779}
+from guest import openstack  # noqa: E402
+
+from kolla_salt.inventory import default_settings  # noqa: E402
+
+# Every port of pillar/defaults/globals.yml moved away from a real cloud's and the
+# tests' (tests/conftest.py), and below the ephemeral ports, like the tests'.
+PORTS = {key: port + 10000 if port < 20000 else port - 5000
+         for key, port in default_settings().items() if key.endswith("_port")}
+assert len(set(PORTS.values())) == len(PORTS), PORTS
 # As in tests/conftest.py: images of another namespace than kolla-salt (a branch under work).
 NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 
@@ -64,6 +68,10 @@ class BenchEnv:
 
     def passwords(self):
         return yaml.safe_load((self.config_dir / "passwords.yml").read_text())
+
+    def openstack(self, *args, values=True):
+        """The real python-openstackclient, as the admin of this cloud (tests/guest.py)."""
+        return openstack(self.config_dir, *args, values=values)
 
     def timed(self, *args):
         start = time.monotonic()

@@ -297,6 +297,16 @@ def placement(config_dir):
     return steps
 
 
+def unmet_needs(enabled, globals_file):
+    """Each enabled service without a service its folder says it `needs:` (neutron's
+    driver without OVN waits at its start until the deploy times out): a problem
+    naming the key to set, found before anything changes."""
+    return [f"{globals_file}: key 'enable_{service}' is true, but {service} needs {need} "
+            f"(salt/states/kolla/{service}/defaults.yaml: needs): set enable_{need}: true"
+            for service, definition in enabled.items() for need in definition.get("needs") or []
+            if need not in enabled]
+
+
 def enabled_definitions(settings):
     """(top-level set, service, its folder's definition) of every enabled service, in
     tree order, rendered without a host and without secrets (what depends on neither:
@@ -449,6 +459,9 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                   if any(fnmatch.fnmatch(m, pattern) for pattern in patterns)}
         addresses[service] = sorted(placed.values())
         members[service] = sorted(placed)
+    unmet = unmet_needs(enabled, Path(config_dir) / "globals.yml")
+    if unmet:   # their files would not render without what they need: say only what to set
+        raise ValidationError(problems + unmet)
     balanced = loadbalancer_entries(enabled, addresses, problems) if settings["enable_haproxy"] else {}
     services = []
     for top, service in order:

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+import guest
+
 REPO = Path(__file__).resolve().parent.parent
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 
@@ -76,13 +78,8 @@ class KollaEnv:
         return proc
 
     def openstack(self, *args, values=True):
-        """The real python-openstackclient, as the admin of this cloud (clouds.yaml);
-        `values`: ask for bare values (`-f value`; commands that print nothing take no -f)."""
-        proc = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
-                               *args, *(["-f", "value"] if values else [])], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(self.config_dir / "clouds.yaml")})
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout
+        """The real python-openstackclient, as the admin of this cloud (tests/guest.py)."""
+        return guest.openstack(self.config_dir, *args, values=values)
 
     def passwords(self):
         return yaml.safe_load((self.config_dir / "passwords.yml").read_text())

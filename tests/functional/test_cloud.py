@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import tarfile
 import time
 import urllib.error
 import urllib.parse
@@ -24,6 +23,8 @@ import pytest
 import yaml
 
 from conftest import IMAGES, plug_test_host, qemu_pid, unplug_test_host, while_running
+from guest import boot_server, remove_guest, upload_guest, wait_for
+from guest import console_log as guest_console_log
 
 from kolla_salt.inventory import default_settings, release_tag
 
@@ -490,7 +491,7 @@ def test_a_nova_compute_whose_start_failed_is_unhealthy_until_it_starts_again(cl
 
     libvirt.stop(timeout=20)
     try:
-        compute.restart(timeout=30)
+        compute.restart(timeout=5)   # a nova-compute stuck in its start ends only when killed
         wait_for("failed start", lambda: "has not reported its state since its start" in checked()[1], 60)
     finally:
         libvirt.start()
@@ -498,7 +499,7 @@ def test_a_nova_compute_whose_start_failed_is_unhealthy_until_it_starts_again(cl
     time.sleep(15)   # longer than nova-compute's report interval: it would have reported by now
     code, out = checked()
     assert code == 1 and "has not reported its state since its start" in out, out
-    compute.restart(timeout=30)
+    compute.restart(timeout=5)
     wait_for("healthy check", lambda: checked()[0] == 0, 90)
 
 
@@ -509,32 +510,12 @@ def server(cloud, docker_client, tmp_path_factory):
     `kolla-salt build guest`, uploaded to glance as kernel, ramdisk and a disk image
     naming them) on the network kst-servers, and a test host (namespace PROBER) on the
     same network through a neutron port of its own, plugged into the integration bridge."""
-    env, folder = cloud, tmp_path_factory.mktemp("guest")
-    guest = docker_client.containers.create(f"{IMAGES}/guest:{release_tag(default_settings())}", "true")
+    env = cloud
     try:
-        for name in ("vmlinuz", "initrd.img"):
-            bits, _ = guest.get_archive(f"/guest/{name}")
-            tarfile.open(fileobj=io.BytesIO(b"".join(bits))).extractall(folder)
-    finally:
-        guest.remove()
-    (folder / "root.img").write_bytes(bytes(1 << 20))   # the disk: the guest runs from its initramfs
-    kernel = env.openstack("image", "create", "--disk-format", "aki", "--container-format", "aki", "--file",
-                           str(folder / "vmlinuz"), "kst-kernel", "-c", "id").strip()
-    ramdisk = env.openstack("image", "create", "--disk-format", "ari", "--container-format", "ari", "--file",
-                            str(folder / "initrd.img"), "kst-ramdisk", "-c", "id").strip()
-    # os_shutdown_timeout 0: busybox has no ACPI daemon, so `server stop` powers off at once.
-    env.openstack("image", "create", "--disk-format", "raw", "--container-format", "bare", "--file",
-                  str(folder / "root.img"), "--property", f"kernel_id={kernel}", "--property",
-                  f"ramdisk_id={ramdisk}", "--property", "os_command_line=console=ttyS0",
-                  "--property", "os_shutdown_timeout=0", "kst-guest")
-    env.openstack("flavor", "create", "--ram", "128", "--disk", "1", "--vcpus", "1", "kst-small")
-    env.openstack("network", "create", "kst-servers")
-    env.openstack("subnet", "create", "--network", "kst-servers", "--subnet-range", "198.18.21.0/24", "kst-servers")
-    try:
+        upload_guest(env.openstack, docker_client, f"{IMAGES}/guest:{release_tag(default_settings())}",
+                     tmp_path_factory.mktemp("guest"), "kst-")
         started = time.monotonic()
-        server_id = env.openstack("server", "create", "--image", "kst-guest", "--flavor", "kst-small", "--network",
-                                  "kst-servers", "--wait", "kst-server", "-c", "id").strip()
-        shown = json.loads(env.openstack("server", "show", server_id, "-f", "json", values=False))
+        shown = boot_server(env.openstack, "kst-")
         # Bound to the server's host as nova binds the server's port: neutron sets an unbound port ACTIVE never.
         prober = json.loads(env.openstack("port", "create", "--network", "kst-servers", "--host",
                                           shown["OS-EXT-SRV-ATTR:host"], "kst-prober", "-f", "json", values=False))
@@ -543,29 +524,15 @@ def server(cloud, docker_client, tmp_path_factory):
             ["ovs-vsctl", "add-port", BRIDGE, f"{PROBER}0", "--", "set", "Interface", f"{PROBER}0",
              f"external_ids:iface-id={prober['id']}"])
         assert plug.exit_code == 0, plug.output.decode()
-        yield {"id": server_id, "started": started, "instance": shown["OS-EXT-SRV-ATTR:instance_name"],
+        yield {"id": shown["id"], "started": started, "instance": shown["OS-EXT-SRV-ATTR:instance_name"],
                "address": shown["addresses"]["kst-servers"][0], "prober": prober["id"]}
     finally:
         unplug_test_host(PROBER)
-        for args in (("server", "delete", "--wait", "kst-server"), ("port", "delete", "kst-prober"),
-                     ("network", "delete", "kst-servers"), ("flavor", "delete", "kst-small"),
-                     ("image", "delete", "kst-guest"), ("image", "delete", "kst-kernel"),
-                     ("image", "delete", "kst-ramdisk")):
-            try:
-                env.openstack(*args, values=False)
-            except AssertionError:   # a test deleted it already, or it was never made
-                pass
+        remove_guest(env.openstack, "kst-")
 
 
 def console_log(env, server):
-    return env.openstack("console", "log", "show", server["id"], values=False)
-
-
-def wait_for(what, condition, seconds):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
-        time.sleep(1)
+    return guest_console_log(env.openstack, server["id"])
 
 
 def answers_ping(server):

@@ -161,3 +161,18 @@ def test_a_containers_own_tag_beats_its_images(tmp_path):
     assert images["nova_compute"] == "kolla-salt/nova:compute-fix"
     assert images["nova_api"] == images["nova_scheduler"] == "kolla-salt/nova:control-fix"
     assert images["nova_libvirt"] == "kolla-salt/libvirt:2026.1-source"
+
+
+def test_a_service_enabled_without_one_it_needs_is_refused_naming_both_keys(tmp_path):
+    """neutron without OVN would wait at its start until the deploy timed out."""
+    write_secrets(tmp_path)
+    write(tmp_path, "globals.yml", {"enable_neutron": True, "enable_nova": True, "enable_placement": False})
+    with pytest.raises(ValidationError) as refused:
+        build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})
+    assert str(refused.value).splitlines() == [
+        f"{tmp_path / 'globals.yml'}: key 'enable_nova' is true, but nova needs placement "
+        "(salt/states/kolla/nova/defaults.yaml: needs): set enable_placement: true",
+        f"{tmp_path / 'globals.yml'}: key 'enable_neutron' is true, but neutron needs ovn "
+        "(salt/states/kolla/neutron/defaults.yaml: needs): set enable_ovn: true"]
+    write(tmp_path, "globals.yml", {"enable_neutron": True, "enable_ovn": True, "enable_nova": True})
+    assert {"neutron", "ovn", "nova"} <= {s["name"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
