@@ -749,7 +749,7 @@ def cmd_destroy(args):
     return to what ran); volumes only when asked. pins.yml is declared state and stays."""
     from .containers import ContainerManager
     from .generations import recorded_names
-    from .spec import LABEL_JOB
+    from .spec import LABEL_JOB, declared_spec
     client = _client()
     settings = _settings(args)
     prefix = settings["container_name_prefix"]
@@ -757,10 +757,14 @@ def cmd_destroy(args):
     containers = manager.deployment_containers(prefix)
     jobs = [c for c in client.containers.list(all=True, filters={"label": LABEL_JOB}) if c.name.startswith(prefix)]
     volumes = sorted({m["Name"] for c in containers + jobs for m in c.attrs["Mounts"] if m["Type"] == "volume"})
+    endings = {c.name: declared_spec(c.labels).get("on_destroy") for c in containers if c.status == "running"}
+    endings = {name: command for name, command in endings.items() if command}
     if not args.yes_i_really_mean_it:
         print(f"This removes {len(containers + jobs)} container(s)"
               + (f" and {len(volumes)} volume(s) with their data" if args.remove_volumes else
                  f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
+        for name, command in endings.items():
+            print(f"  first, in {name}: {' '.join(command)}")
         try:
             answer = input("Type 'yes' to go on: ").strip()
         except EOFError:
@@ -770,6 +774,12 @@ def cmd_destroy(args):
             return 1
     if healthloop.stop_health_daemon(settings):
         print("[destroy] health loop stopped")
+    # What the containers made outside themselves goes first, while they still run.
+    for name, command in endings.items():
+        ended = client.containers.get(name).exec_run(command)
+        print(f"[destroy] {name}: {' '.join(command)}"
+              + (f": failed ({ended.exit_code}): {ended.output.decode(errors='replace').strip()[-500:]}"
+                 if ended.exit_code else ""))
     for container in jobs:
         container.remove(force=True)
     for container in containers:

@@ -43,7 +43,7 @@ OUTSIDE_IDENTITY = ("image", "config_dir")
 # Fields added after containers were deployed: left out of the canonical form at
 # their default, so a container that does not use one keeps its spec hash (and
 # is not recreated by the kolla-salt version that added it).
-ADDED_LATER = ("stateful", "cluster", "listen")
+ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy")
 
 
 def declared_spec(labels):
@@ -104,6 +104,10 @@ class ContainerSpec:
     # swap blue-green: {backend: haproxy backend, address, ports: [a, b]}; each
     # generation listens on the port its predecessor did not (KOLLA_LISTEN_PORT).
     listen: dict = field(default_factory=dict)
+    # A command `kolla-salt destroy` runs in the container before removing it: for
+    # what the container made outside itself that would outlive it (libvirt's guests,
+    # Open vSwitch's bridge devices).
+    on_destroy: tuple = ()
 
     # -- construction -----------------------------------------------------------
     @classmethod
@@ -205,7 +209,7 @@ class ContainerSpec:
             privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
-            stateful=stateful, cluster=cluster, listen=listen)
+            stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"))
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):
@@ -213,6 +217,8 @@ class ContainerSpec:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name in ADDED_LATER and value == (f.default if f.default is not MISSING else f.default_factory()):
+                continue
             if f.name == "environment":
                 value = {k: _short_hash(v) for k, v in sorted(value.items())}
             elif f.name == "healthcheck" and value is not None:
@@ -222,8 +228,6 @@ class ContainerSpec:
                 value = list(value)
             elif isinstance(value, dict):
                 value = json.loads(json.dumps(value, sort_keys=True))
-            if f.name in ADDED_LATER and value == (f.default if f.default is not MISSING else f.default_factory()):
-                continue
             out[f.name] = value
         return out
 

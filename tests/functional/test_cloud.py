@@ -25,6 +25,7 @@ import yaml
 from conftest import IMAGES, plug_test_host, qemu_pid, unplug_test_host, while_running
 from guest import boot_server, remove_guest, upload_guest, wait_for
 from guest import console_log as guest_console_log
+import tempest
 
 from kolla_salt.inventory import default_settings, release_tag
 
@@ -594,6 +595,28 @@ def test_the_servers_console_opens_in_a_browser_through_the_vip(cloud, server):
     websocket_path = "/" + urllib.parse.parse_qs(address.query)["path"][0]   # /?token=...
     assert websocket_first_message(VIP, address.port, websocket_path).startswith(b"RFB 003.")
     assert not websocket_first_message(VIP, address.port, "/?token=kst-not-a-token")   # refused: closed at once
+
+
+def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
+    """OpenStack's own acceptance tests, tempest's API smoke tests of compute and
+    network (tests/tempest.py), against this cloud: each test class gets a project,
+    user and network of its own, and its servers boot from the project's guest."""
+    env = cloud
+    settings = {**default_settings(), **env.globals}
+    conf = tempest.config(env.passwords()["keystone_admin_password"],
+                          f"http://{VIP}:{settings['keystone_public_port']}", settings["openstack_region_name"],
+                          env.openstack("image", "show", "kst-guest", "-c", "id").strip(),
+                          env.openstack("flavor", "show", "kst-small", "-c", "id").strip(),
+                          {"nova": True, "neutron": True, "glance": True, "cinder": False, "swift": False,
+                           "horizon": False})
+    code, out = tempest.run(tmp_path, conf)
+    totals = out[out.rfind("Totals"):]
+    print("\ntempest compute and network smoke tests: " + "; ".join(
+        line.strip(" -") for line in totals.splitlines() if line.startswith(("Ran:", " - Passed", " - Skipped",
+                                                                          " - Failed"))))
+    assert code == 0, out
+    passed = next(int(line.split(":")[1]) for line in totals.splitlines() if line.startswith(" - Passed"))
+    assert passed >= 20, totals   # the smoke tests ran, not only their skips
 
 
 def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_by_nova(cloud, docker_client,

@@ -117,3 +117,24 @@ def _tar(name, text):
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def test_destroy_ends_the_guests_first_and_keeps_their_disks(compute, docker_client):
+    """Guests outlive libvirt's container by design, so `destroy` ends them before it
+    removes the container (else their qemu would run on with nothing to manage it);
+    the volume with their files stays."""
+    env = compute
+    virsh(docker_client, env, "create", f"/var/lib/libvirt/images/{DOMAIN}.xml")
+    qemu = qemu_pid(DOMAIN)
+    assert qemu
+    out = env.run("destroy", "--yes-i-really-mean-it").stdout
+    assert f"[destroy] {env.name('nova_libvirt')}: sh -c for guest in" in out, out
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not os.path.exists(f"/proc/{qemu}")
+    assert not docker_client.containers.list(all=True, filters={"name": env.name("nova_libvirt")})
+    files = docker_client.containers.run(f"{IMAGES}/guest:{release_tag(default_settings())}", ["ls", IMAGES_DIR],
+                                         volumes={env.name("libvirtd"): {"bind": "/var/lib/libvirt", "mode": "ro"}},
+                                         remove=True)
+    assert b"vmlinuz" in files

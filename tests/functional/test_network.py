@@ -161,3 +161,12 @@ def test_ovn_connects_the_test_hosts_through_a_logical_switch_with_port_security
     for container in ("ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller"):
         assert healthy(docker_client, env.name(container)), container
     assert " 0 changed, 0 failed" in env.run("deploy").stdout
+
+
+def test_destroy_removes_the_bridge_the_switch_made_on_this_host(switch, docker_client):
+    """The integration bridge is a device of this host that outlives ovs-vswitchd;
+    `destroy` removes it (the container's on_destroy) before it removes the container."""
+    assert sh("ip", "link", "show", BRIDGE).returncode == 0
+    out = switch.run("destroy", "--yes-i-really-mean-it").stdout
+    assert f"[destroy] {switch.name('openvswitch_vswitchd')}: ovs-vsctl --if-exists del-br {BRIDGE}" in out, out
+    assert sh("ip", "link", "show", BRIDGE).returncode != 0

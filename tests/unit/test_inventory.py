@@ -176,3 +176,14 @@ def test_a_service_enabled_without_one_it_needs_is_refused_naming_both_keys(tmp_
         "(salt/states/kolla/neutron/defaults.yaml: needs): set enable_ovn: true"]
     write(tmp_path, "globals.yml", {"enable_neutron": True, "enable_ovn": True, "enable_nova": True})
     assert {"neutron", "ovn", "nova"} <= {s["name"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
+
+
+def test_nova_restarts_its_conductor_before_its_scheduler_and_api(tmp_path):
+    """nova's rolling-upgrade order: a service's containers are swapped in the order
+    its folder lists them, so the conductor (the only one that writes the database)
+    runs the new code before the services that call it."""
+    write_secrets(tmp_path)
+    write(tmp_path, "globals.yml", {"enable_nova": True})
+    (nova,) = [s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
+               if s["name"] == "nova"]
+    assert [c["spec"]["name"] for c in nova["containers"]][:3] == ["nova_conductor", "nova_scheduler", "nova_api"]

@@ -67,10 +67,11 @@ def test_swap_mode_defaults_to_stop_first_and_is_validated():
     assert "test.swap: 'green' is not one of stop-first, overlap, blue-green" in str(error.value)
 
 
-def test_health_loop_keys_keep_the_hash_of_a_container_that_does_not_use_them():
-    """`stateful` and `cluster` came after containers were deployed: at their
-    default they leave the canonical form (and spec hash) as it was."""
-    assert not set(ADDED_LATER) & set(spec().canonical())   # listen too: its default is a factory's
+def test_keys_added_later_keep_the_hash_of_a_container_that_does_not_use_them():
+    """`stateful`, `cluster`, `listen` and `on_destroy` came after containers were
+    deployed: at their default they leave the canonical form (and spec hash) as it was."""
+    assert not set(ADDED_LATER) & set(spec().canonical())
+    assert spec(on_destroy=["true"]).canonical()["on_destroy"] == ["true"]
     db = spec(stateful=True, cluster="kst-mariadb")
     assert db.stateful and db.cluster == "kst-mariadb" and db.spec_hash() != spec().spec_hash()
     with pytest.raises(ValidationError) as error:
