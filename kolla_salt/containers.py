@@ -467,12 +467,21 @@ class ContainerManager:
         """The end of a swap whose new generation passed its check (in _swap, or in
         recover after a kill): it serves under its name with its declared restart
         policy, history says it runs, kept generations are pruned, the journal goes.
-        Pruning comes before the journal's end: killed there, the swap is completed
-        again and the next one prunes."""
+        Pruning and the reloads (spec `reloads`) come before the journal's end: killed
+        there, the swap is completed again, and they are done again."""
         _serve_under_name(new, name)
         self.history(name).set_running(generation, previous_outcome)
         self._prune(name)
+        self._reload(declared_spec(new.labels).get("reloads") or ())
         self.journal(name).end()
+
+    def _reload(self, names):
+        """SIGHUP to each of `names` that runs on this engine."""
+        for name in names:
+            container = self.get(name)
+            if container is not None and container.status == "running":
+                container.kill(signal="SIGHUP")
+                self.out(f"{name}: reloaded (SIGHUP)")
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
         """Starts the new generation and waits for its check: (True, notes) once it

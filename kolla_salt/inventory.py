@@ -510,6 +510,12 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             elif backend in balanced:   # behind haproxy: swapped blue/green between its two ports
                 spec_data.update(swap="blue-green", listen={"backend": backend, "address": host["api_interface_address"],
                                                             "ports": balanced[backend]["listen_ports"]})
+            reloads = spec_data.get("reloads") or []
+            unknown = [n for n in reloads if not any(n in (d.get("containers") or {}) for d in enabled.values())]
+            if unknown:
+                problems.append(f"{cwhere}.reloads: no enabled service has a container {', '.join(unknown)}")
+            if reloads:
+                spec_data["reloads"] = [prefix + n for n in reloads]
             spec_data.update(name=prefix + cname, image=renderer.image(container["image"], cname), set_path=set_path,
                              config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
             try:

@@ -43,7 +43,7 @@ OUTSIDE_IDENTITY = ("image", "config_dir")
 # Fields added after containers were deployed: left out of the canonical form at
 # their default, so a container that does not use one keeps its spec hash (and
 # is not recreated by the kolla-salt version that added it).
-ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy")
+ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads")
 
 
 def declared_spec(labels):
@@ -108,6 +108,11 @@ class ContainerSpec:
     # what the container made outside itself that would outlive it (libvirt's guests,
     # Open vSwitch's bridge devices).
     on_destroy: tuple = ()
+    # Containers on this engine sent SIGHUP once a new generation of this one serves
+    # (an upgrade, a rollback): they hold something they worked out from it once and
+    # must work out again (nova's control services: the RPC version of the oldest
+    # nova-compute, [upgrade_levels] compute = auto).
+    reloads: tuple = ()
 
     # -- construction -----------------------------------------------------------
     @classmethod
@@ -209,7 +214,8 @@ class ContainerSpec:
             privileged=privileged, cap_add=caps, devices=text_list("devices"), user=get("user", str),
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
-            stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"))
+            stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"),
+            reloads=text_list("reloads"))
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):

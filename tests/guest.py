@@ -26,7 +26,8 @@ def upload_guest(run, docker_client, image, folder, prefix):
     """The guest image's kernel and initramfs uploaded to glance (`<prefix>kernel`,
     `<prefix>ramdisk`) with a disk image naming them (`<prefix>guest`), a flavor
     `<prefix>small` and a network with its subnet `<prefix>servers` (198.18.21.0/24).
-    `run`: openstack with this cloud's config bound."""
+    `run`: openstack with this cloud's config bound. The images are public: every
+    project boots the guest (tempest's test projects too)."""
     guest = docker_client.containers.create(image, "true")
     try:
         for name in ("vmlinuz", "initrd.img"):
@@ -35,12 +36,12 @@ def upload_guest(run, docker_client, image, folder, prefix):
     finally:
         guest.remove()
     (folder / "root.img").write_bytes(bytes(1 << 20))   # the disk: the guest runs from its initramfs
-    kernel = run("image", "create", "--disk-format", "aki", "--container-format", "aki", "--file",
+    kernel = run("image", "create", "--public", "--disk-format", "aki", "--container-format", "aki", "--file",
                  str(folder / "vmlinuz"), f"{prefix}kernel", "-c", "id").strip()
-    ramdisk = run("image", "create", "--disk-format", "ari", "--container-format", "ari", "--file",
+    ramdisk = run("image", "create", "--public", "--disk-format", "ari", "--container-format", "ari", "--file",
                   str(folder / "initrd.img"), f"{prefix}ramdisk", "-c", "id").strip()
     # os_shutdown_timeout 0: busybox has no ACPI daemon, so `server stop` powers off at once.
-    run("image", "create", "--disk-format", "raw", "--container-format", "bare", "--file", str(folder / "root.img"),
+    run("image", "create", "--public", "--disk-format", "raw", "--container-format", "bare", "--file", str(folder / "root.img"),
         "--property", f"kernel_id={kernel}", "--property", f"ramdisk_id={ramdisk}",
         "--property", "os_command_line=console=ttyS0", "--property", "os_shutdown_timeout=0", f"{prefix}guest")
     run("flavor", "create", "--ram", "128", "--disk", "1", "--vcpus", "1", f"{prefix}small")

@@ -24,10 +24,11 @@ def tempest():
     return str(command)
 
 
-def config(admin_password, keystone_url, region, image, flavor, services):
+def config(admin_password, keystone_url, region, image, flavor, services, network_extensions):
     """tempest.conf for the cloud: the admin makes a project, user and network per
     test class (dynamic credentials); `image` and `flavor` (ids) are what servers
-    boot; `services`: {tempest's service name: available}. Features this all-in-one
+    boot; `services`: {tempest's service name: available}; `network_extensions`:
+    the aliases neutron lists (OVN has no agent schedulers). Features this all-in-one
     cloud has not (volumes, migration, resize, snapshots of kernel/ramdisk guests, a
     guest that answers ssh) are off."""
     available = "\n".join(f"{name} = {str(on).lower()}" for name, on in sorted(services.items()))
@@ -79,6 +80,7 @@ project_networks_reachable = false
 
 [network-feature-enabled]
 ipv6 = false
+api_extensions = {",".join(network_extensions)}
 
 [validation]
 run_validation = false
@@ -93,8 +95,24 @@ def run(workspace, conf, regex=SMOKE, timeout=900):
     (tempest's exit code, its summary and failures)."""
     command = tempest()
     workspace.mkdir(parents=True, exist_ok=True)
-    subprocess.run([command, "init", str(workspace / "cloud")], check=True, capture_output=True)
+    # The workspace's register in the workspace too: not the user's ~/.tempest.
+    subprocess.run([command, "init", "--workspace-path", str(workspace / "workspaces.yaml"), str(workspace / "cloud")],
+                   check=True, capture_output=True)
     (workspace / "cloud" / "etc" / "tempest.conf").write_text(conf)
     done = subprocess.run([command, "run", "--regex", regex, "--concurrency", "1"], cwd=workspace / "cloud",
                           capture_output=True, text=True, timeout=timeout)
-    return done.returncode, done.stdout[-6000:] + done.stderr[-3000:]
+    return done.returncode, failures(done.stdout) + done.stdout[done.stdout.rfind("Totals"):] + done.stderr[-2000:]
+
+
+def failures(output):
+    """The failed tests of a `tempest run` output with their tracebacks, without the
+    request logs that follow each (they bury the reason)."""
+    kept, keeping = [], False
+    for line in output.splitlines():
+        if line.startswith("{"):
+            keeping = line.endswith("FAILED")
+        elif line.startswith("Captured pythonlogging"):
+            keeping = False
+        if keeping:
+            kept.append(line)
+    return "\n".join(kept) + "\n"

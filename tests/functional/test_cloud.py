@@ -608,7 +608,8 @@ def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
                           env.openstack("image", "show", "kst-guest", "-c", "id").strip(),
                           env.openstack("flavor", "show", "kst-small", "-c", "id").strip(),
                           {"nova": True, "neutron": True, "glance": True, "cinder": False, "swift": False,
-                           "horizon": False})
+                           "horizon": False},
+                          env.openstack("extension", "list", "--network", "-c", "Alias", "-f", "value").split())
     code, out = tempest.run(tmp_path, conf)
     totals = out[out.rfind("Totals"):]
     print("\ntempest compute and network smoke tests: " + "; ".join(
@@ -619,13 +620,27 @@ def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
     assert passed >= 20, totals   # the smoke tests ran, not only their skips
 
 
+# nova's services that speak to nova-compute at the version [upgrade_levels] compute
+# = auto works out (nova_compute's reloads).
+RPC_PINNED = ("nova_conductor", "nova_scheduler", "nova_api")
+
+
+def rpc_versions_selected(env):
+    """How many times nova's services logged the compute RPC version they work out
+    from the oldest nova-compute ([upgrade_levels] compute = auto)."""
+    return sum(log.read_text(errors="replace").count("Automatically selected compute RPC version")
+               for log in (env.root / "log" / "nova").glob("*.log"))
+
+
 def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_by_nova(cloud, docker_client,
                                                                                          server):
     """New nova-compute and libvirt images (the built ones plus a label: new content),
     named by nova_compute_tag and libvirt_tag: `upgrade --set compute-operation`
     replaces both containers while the server's qemu keeps its PID and the server
     keeps answering pings; nova still manages it (stop ends its qemu, start boots it
-    again); `rollback --set compute-operation` goes back the same way; the pins and
+    again); nova's control services were told to work out the compute RPC version
+    again (SIGHUP, not a restart: the pin of [upgrade_levels] compute = auto lifts);
+    `rollback --set compute-operation` goes back the same way; the pins and
     globals then agree with what runs (`deploy --test` changes nothing)."""
     env = cloud
     wait_for("answer to ping", lambda: answers_ping(server), 60)
@@ -642,6 +657,8 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         answered[0] += answers_ping(server)
         return answered[0]
 
+    control = {name: docker_client.containers.get(env.name(name)) for name in RPC_PINNED}
+    selected = rpc_versions_selected(env)
     try:
         env.write_globals(libvirt_tag="kstcloud-new", nova_compute_tag="kstcloud-new")
         out, longest = while_running(env, ("upgrade", "--set", "compute-operation"), pings)
@@ -652,6 +669,10 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         assert qemu_pid(server["instance"]) == qemu   # the same qemu process: the guest never stopped
         assert longest < 5
         assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout   # nova's control set kept nova_tag
+        for name, container in control.items():   # told to work out the compute RPC version again, not restarted
+            assert f"{env.name(name)}: reloaded (SIGHUP)" in out, out
+            container.reload()
+            assert container.status == "running" and container.attrs["RestartCount"] == 0, name
 
         env.openstack("server", "stop", server["id"], values=False)   # the new nova-compute and libvirt manage it
         wait_for("SHUTOFF", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "SHUTOFF",
@@ -662,6 +683,8 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
                  60)
         wait_for("answer to ping after start", lambda: answers_ping(server), 120)
         qemu = qemu_pid(server["instance"])
+        # The pin lifted: what spoke to nova-compute worked the version out again.
+        assert rpc_versions_selected(env) > selected, (selected, rpc_versions_selected(env))
 
         answered[0] = 0
         out, longest = while_running(env, ("rollback", "--set", "compute-operation"), pings)

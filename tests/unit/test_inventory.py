@@ -187,3 +187,15 @@ def test_nova_restarts_its_conductor_before_its_scheduler_and_api(tmp_path):
     (nova,) = [s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
                if s["name"] == "nova"]
     assert [c["spec"]["name"] for c in nova["containers"]][:3] == ["nova_conductor", "nova_scheduler", "nova_api"]
+
+
+def test_a_new_nova_compute_reloads_the_nova_services_that_pin_its_rpc_version(tmp_path):
+    """nova_compute's `reloads` name containers of the nova folder: in the pillar they
+    carry the deployment's prefix, as the containers they name do."""
+    write_secrets(tmp_path)
+    write(tmp_path, "globals.yml", {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True,
+                                    "container_name_prefix": "kx-"})
+    containers = {c["spec"]["name"]: c["spec"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})
+                  ["kolla"]["services"] for c in s["containers"]}
+    assert containers["kx-nova_compute"]["reloads"] == ["kx-nova_conductor", "kx-nova_scheduler", "kx-nova_api"]
+    assert set(containers["kx-nova_compute"]["reloads"]) <= set(containers)
