@@ -533,9 +533,23 @@ class ContainerManager:
     def _retire(self, old, aside):
         """Stops the old generation and keeps it aside; restart policy "no" so that a
         daemon restart cannot revive it."""
-        old.stop(timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
+        self._stop(old)
         old.rename(aside)
         old.update(restart_policy={"Name": "no"})
+
+    def _stop(self, container):
+        """Stops a container the way its spec says: its `before_stop` command first
+        while it runs (rabbitmq hands its clients and queue leaders to the other
+        nodes), then SIGTERM and up to its stop_timeout. A failed before_stop is
+        reported, and the stop goes on: a node that cannot drain must still stop."""
+        spec = declared_spec(container.labels)
+        command = spec.get("before_stop")
+        if command and container.status == "running":
+            done = container.exec_run(command)
+            self.out(f"{container.name}: {' '.join(command)}" + (
+                f": failed ({done.exit_code}): {done.output.decode(errors='replace').strip()[-300:]}"
+                if done.exit_code else ""))
+        container.stop(timeout=int(spec.get("stop_timeout", 10)))
 
     def _undo(self, name, new, old, generation, old_generation):
         """The new generation goes; the old one serves under its name again, with the
@@ -625,7 +639,7 @@ class ContainerManager:
         stopped = []
         for container in self.deployment_containers(prefix, running_only=True):
             if not services or container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1] in services:
-                container.stop()
+                self._stop(container)
                 stopped.append(container.name)
         return stopped
 
