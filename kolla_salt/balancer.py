@@ -9,6 +9,7 @@ starts the new generation on the free port, waits until haproxy sees it up,
 drains the old one (no new request goes to it; the ones in flight finish),
 waits until it has no session, then stops it: no request is refused or cut.
 """
+import re
 import socket
 import time
 from pathlib import Path
@@ -16,6 +17,20 @@ from pathlib import Path
 from .errors import KollaError
 
 ADMIN_SOCKET = "admin.sock"   # in the haproxy runtime folder (settings: haproxy_runtime_directory)
+# How long haproxy lets a request of an entry without its own `timeout` run (client
+# and server side): also how long a drain waits for the requests in flight, since
+# haproxy would have given up on any still running after it.
+REQUEST_TIMEOUT = "1m"
+TIME_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, "": 1e-3}   # no unit: ms
+
+
+def seconds(text):
+    """Seconds of a haproxy time ("30s", "1m", "6h", "500" in ms), at least 1; ValueError
+    for anything else."""
+    match = re.fullmatch(r"(\d+)(us|ms|s|m|h|d|)", str(text).strip())
+    if not match:
+        raise ValueError(f"expected a haproxy time such as 30s, 1m or 6h, got {text!r}")
+    return max(1, round(int(match[1]) * TIME_UNITS[match[2]]))
 
 
 class BalancerError(KollaError):

@@ -23,7 +23,7 @@ import docker
 import docker.errors
 
 from . import generations
-from .balancer import Balancers, Runtime, server_name
+from .balancer import REQUEST_TIMEOUT, Balancers, Runtime, seconds, server_name
 from .build import from_registry, image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_LISTEN_PORT, LABEL_NAME,
@@ -521,12 +521,16 @@ class ContainerManager:
 
     def _drain(self, old):
         """No new request goes to the old generation; returns once the ones it was
-        serving are answered (within its stop timeout), so stopping it cuts none.
+        serving are answered, so stopping it cuts none. It waits as long as haproxy
+        lets a request run (the entry's timeout, listen.drain_timeout): a loaded host
+        may take far longer than the stop timeout to answer what it holds.
         Returns a note naming the hosts whose haproxy drained it (None without one)."""
         where = self._listening(old)
         if where:
-            self.out(f"{old.name}: draining {where[1]} in haproxy backend {where[0]}")
-            hosts = self.balancer.drain(*where, timeout=int(declared_spec(old.labels).get("stop_timeout", 10)))
+            timeout = int(declared_spec(old.labels)["listen"].get("drain_timeout", seconds(REQUEST_TIMEOUT)))
+            self.out(f"{old.name}: draining {where[1]} in haproxy backend {where[0]} (its requests in flight "
+                     f"have up to {timeout} s)")
+            hosts = self.balancer.drain(*where, timeout=timeout)
             return f"{where[1]} drained in the haproxy of {', '.join(hosts)}"
         return None
 

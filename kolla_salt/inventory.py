@@ -23,6 +23,7 @@ import jinja2
 import yaml
 
 from . import keys as key_repositories, paths, virt
+from .balancer import REQUEST_TIMEOUT, seconds
 from .build import discover, image_ref, install_type_problem
 from .clouds import keystone_url
 from .healthloop import beacon_config, restart_settings
@@ -508,8 +509,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             if backend is not None and backend not in (definition.get("loadbalancer") or {}):
                 problems.append(f"{cwhere}.backend: '{backend}' is not an entry of this folder's loadbalancer")
             elif backend in balanced:   # behind haproxy: swapped blue/green between its two ports
+                front = balanced[backend]
                 spec_data.update(swap="blue-green", listen={"backend": backend, "address": host["api_interface_address"],
-                                                            "ports": balanced[backend]["listen_ports"]})
+                                                            "ports": front["listen_ports"],
+                                                            "drain_timeout": seconds(front["timeout"])})
             reloads = spec_data.get("reloads") or []
             unknown = [n for n in reloads if not any(n in (d.get("containers") or {}) for d in enabled.values())]
             if unknown:
@@ -582,7 +585,8 @@ LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
                      "listen_ports": "the two ports the service's generations listen on in turn "
                                      "(one for a service that is not swapped blue/green)",
                      "check": "the path of haproxy's HTTP check (2xx or 3xx is up)",
-                     "timeout": "optional: client and server timeout of long requests (haproxy syntax, 6h)",
+                     "timeout": f"optional: client and server timeout of long requests (haproxy syntax, 6h; "
+                                f"{REQUEST_TIMEOUT} without); a drain waits as long for the requests in flight",
                      "mode": "optional: http (the default) or tcp (a byte stream, such as the database)",
                      "check_port": "optional: the port that answers the HTTP check, when not the server's own",
                      "one_active": "optional: true sends every connection to the first server up, the others "
@@ -616,6 +620,10 @@ def loadbalancer_entries(definitions, addresses, problems):
             ports = block.get("listen_ports")
             if ports is not None and not (isinstance(ports, list) and len(ports) == 1 and _is_port(ports[0])):
                 found += port_pair_problems(ports, f"{where}.listen_ports")
+            try:
+                seconds(block.get("timeout", REQUEST_TIMEOUT))
+            except ValueError as error:
+                found.append(f"{where}.timeout: {error}")
             if block.get("mode", "http") not in ("http", "tcp"):
                 found.append(f"{where}.mode: expected http or tcp, got {block['mode']!r}")
             if "check_port" in block and not _is_port(block["check_port"]):
@@ -628,7 +636,7 @@ def loadbalancer_entries(definitions, addresses, problems):
                 found.append(f"{where}.check: expected a path starting with /, got {block['check']!r}")
             problems.extend(found)
             if not found:
-                entries[name] = {**block, "name": name, "timeout": block.get("timeout", ""),
+                entries[name] = {**block, "name": name, "timeout": block.get("timeout", REQUEST_TIMEOUT),
                                  "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
                                  "one_active": block.get("one_active", False),
                                  "servers": [f"{address}:{port}" for address in addresses.get(service, [])

@@ -267,9 +267,13 @@ def _listen_problems(listen, swap, where):
     problems = [f"{where}.{key}: required" for key in ("backend", "address", "ports") if not listen.get(key)]
     if listen.get("ports") is not None:
         problems.extend(port_pair_problems(listen["ports"], f"{where}.ports"))
-    unknown = sorted(set(listen) - {"backend", "address", "ports"})
+    drain_timeout = listen.get("drain_timeout", 1)
+    if not isinstance(drain_timeout, int) or isinstance(drain_timeout, bool) or drain_timeout < 1:
+        problems.append(f"{where}.drain_timeout: expected a number of seconds, got {drain_timeout!r}")
+    known = ("address", "backend", "drain_timeout", "ports")
+    unknown = sorted(set(listen) - set(known))
     if unknown:
-        problems.append(f"{where}: unknown keys {', '.join(unknown)} (known: address, backend, ports)")
+        problems.append(f"{where}: unknown keys {', '.join(unknown)} (known: {', '.join(known)})")
     return problems
 
 

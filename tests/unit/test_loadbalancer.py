@@ -28,10 +28,15 @@ def test_haproxy_fronts_every_api_service_on_the_vip_with_both_ports_of_each_as_
         assert f"server 127.0.0.1:{port} 127.0.0.1:{port} check" in backend
         assert f"server 127.0.0.1:{standby} 127.0.0.1:{standby} check" in backend
     assert "timeout server 6h" in config.split("\nbackend glance\n")[1].split("\nbackend")[0]
-    # Every API container is swapped blue/green between its two ports.
+    assert "timeout server 1m" in config.split("\nbackend keystone\n")[1].split("\nfrontend")[0]
+    # Every API container is swapped blue/green between its two ports; a drain waits
+    # for the requests in flight as long as haproxy lets them run.
     keystone = ContainerSpec.from_dict(found["keystone"]["containers"][0]["spec"], "keystone")
     assert keystone.swap == "blue-green"
-    assert keystone.listen == {"backend": "keystone", "address": "127.0.0.1", "ports": [5000, 5001]}
+    assert keystone.listen == {"backend": "keystone", "address": "127.0.0.1", "ports": [5000, 5001],
+                               "drain_timeout": 60}
+    glance = ContainerSpec.from_dict(found["glance"]["containers"][0]["spec"], "glance")
+    assert glance.listen["drain_timeout"] == 6 * 3600
     # Endpoints are the VIP's: the catalog, the services' keystone and clouds.yaml (kolla_internal_fqdn).
     assert "auth_url = http://127.0.0.10:5000" in found["glance"]["containers"][0]["files"]["glance-api.conf"]
     bootstrap = next(j for j in found["keystone"]["jobs"] if j["name"] == "t-keystone_bootstrap")
@@ -57,13 +62,14 @@ def test_a_vip_on_the_hosts_api_address_is_refused_naming_the_key(tmp_path):
 def test_bad_loadbalancer_entries_are_refused_naming_the_folder_and_key():
     problems = []
     definitions = {"svc": {"loadbalancer": {"svc": {"port": 80, "listen_ports": [81, 81], "check": "v1",
-                                                    "weight": 3},
+                                                    "weight": 3, "timeout": "an hour"},
                                             "other": {"listen_ports": [1, 2], "check": "/"}}}}
     assert loadbalancer_entries(definitions, {"svc": ["127.0.0.1"]}, problems) == {}
     where = "salt/states/kolla/svc/defaults.yaml: loadbalancer"
     assert f"{where}.svc.listen_ports: expected two different port numbers, got [81, 81]" in problems
     assert f"{where}.svc.check: expected a path starting with /, got 'v1'" in problems
     assert any(p.startswith(f"{where}.svc.weight: unknown key") for p in problems)
+    assert f"{where}.svc.timeout: expected a haproxy time such as 30s, 1m or 6h, got 'an hour'" in problems
     assert any(p.startswith(f"{where}.other.port: required") for p in problems)
 
 
