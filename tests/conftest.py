@@ -95,11 +95,14 @@ class KollaEnv:
 
 
 def cleanup_prefix(client, prefix):
-    """Removes every container, then every volume, whose name starts with prefix.
+    """Removes every container, then every volume, whose name starts with prefix,
+    then the images its tests made (labelled kolla.test=<prefix without its dash>;
+    untagged while a container still ran them, they would stay behind as dangling).
     One removal that fails (the engine busy) does not stop the others: a container
     left running would hold its test ports for every test after it. A second pass
     retries what failed; what still fails is raised, naming it."""
     import docker.errors
+    test_images = {"label": f"kolla.test={prefix.rstrip('-')}"}
     failed = {}
     for _ in range(2):
         failed = {}
@@ -112,6 +115,13 @@ def cleanup_prefix(client, prefix):
                         pass
                     except docker.errors.DockerException as error:
                         failed[item.name] = error
+        for image in client.images.list(filters=test_images):
+            try:
+                client.images.remove(image.id, force=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.DockerException as error:
+                failed[image.short_id] = error
         if not failed:
             return
         time.sleep(2)
