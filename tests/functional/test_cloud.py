@@ -29,7 +29,7 @@ import tempest
 
 from kolla_salt.inventory import default_settings, release_tag
 
-pytestmark = pytest.mark.functional
+pytestmark = [pytest.mark.functional, pytest.mark.cloud]
 SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
             "nova_conductor", "nova_scheduler", "nova_libvirt", "nova_compute", "openvswitch_db",
             "openvswitch_vswitchd", "ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller", "neutron_server",

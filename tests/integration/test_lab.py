@@ -19,7 +19,7 @@ from kolla_salt.build import push
 from kolla_salt.inventory import build_pillar, default_image, load_settings, service_images
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.lab]
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 NAME = "kstlab"
 
