@@ -98,11 +98,12 @@ def cleanup_prefix(client, prefix):
     """Removes every container, then every volume, whose name starts with prefix,
     then the images its tests made (labelled kolla.test=<prefix without its dash>;
     untagged while a container still ran them, they would stay behind as dangling).
+    prefix may be a tuple of prefixes (as str.startswith takes).
     One removal that fails (the engine busy) does not stop the others: a container
     left running would hold its test ports for every test after it. A second pass
     retries what failed; what still fails is raised, naming it."""
     import docker.errors
-    test_images = {"label": f"kolla.test={prefix.rstrip('-')}"}
+    labels = tuple(p.rstrip("-") for p in ((prefix,) if isinstance(prefix, str) else prefix))
     failed = {}
     for _ in range(2):
         failed = {}
@@ -115,7 +116,9 @@ def cleanup_prefix(client, prefix):
                         pass
                     except docker.errors.DockerException as error:
                         failed[item.name] = error
-        for image in client.images.list(filters=test_images):
+        for image in client.images.list(filters={"label": "kolla.test"}):
+            if not image.labels["kolla.test"].startswith(labels):
+                continue
             try:
                 client.images.remove(image.id, force=True)
             except docker.errors.NotFound:
