@@ -100,6 +100,13 @@ VALUE_RULES = [
      "system (the kernel's), netdev (userspace) or empty (what the host offers)"),
     (lambda key: key == "cron_logrotate_log_maxsize", lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,
      "a size such as 100M (a number, then k, M or G)"),
+    # neutron's flat_networks: names a bridge mapping can hold (no ':' or spaces), or * for any.
+    (lambda key: key == "neutron_physical_networks",
+     lambda v: re.fullmatch(r"\*|[A-Za-z0-9_.-]{1,64}(,[A-Za-z0-9_.-]{1,64})*", v) is not None,
+     "* or physical network names separated by commas (letters, digits, '.', '_', '-'; e.g. physnet1,physnet2)"),
+    # An interface name (the kernel's limit is 15 bytes); it is also an argument of ovs-vswitchd's start.
+    (lambda key: key == "ovs_integration_bridge", lambda v: re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", v) is not None,
+     "a bridge name of 1 to 15 letters, digits, '.', '_' or '-'"),
 ]
 
 

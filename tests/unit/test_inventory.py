@@ -26,12 +26,13 @@ def test_globals_override_defaults_and_derive_tag(tmp_path):
 
 
 def test_every_bad_key_is_reported_with_the_file(tmp_path):
-    """Wrong types, and values narrower than their type (ports, durations, log rotation)."""
+    """Wrong types, and values narrower than their type (ports, durations, log rotation, neutron's networks)."""
     path = write(tmp_path, "globals.yml", {
         "keystone_public_port": 70000, "database_port": 0, "memcached_port": 65536, "enable_keystone": "maybe", "openstack_release": 2026.1,
         "health_check_interval": 0, "cron_logrotate_log_maxsize": "100 MB", "cron_logrotate_rotation_count": 0,
         "cron_logrotate_rotation_interval": "hourly", "health_pressure_limit": 1.5, "health_slow_timeout_factor": 0.5,
-        "health_stall_window": "10s"})
+        "health_stall_window": "10s", "neutron_physical_networks": "physnet1, physnet2",
+        "ovs_integration_bridge": "br-int-of-the-cloud"})
     with pytest.raises(ValidationError) as error:
         load_settings(tmp_path)
     problems = "\n".join(error.value.problems)
@@ -47,8 +48,14 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
     assert f"{path}: key 'health_pressure_limit' must be a share of time, at most 1, got 1.5" in problems
     assert f"{path}: key 'health_slow_timeout_factor' must be at least 1, got 0.5" in problems
     assert f"{path}: key 'health_stall_window' must be a whole number, got '10s'" in problems
-    write(tmp_path, "globals.yml", {"cron_logrotate_log_maxsize": "512k", "cron_logrotate_rotation_interval": "daily"})
-    assert load_settings(tmp_path)["cron_logrotate_log_maxsize"] == "512k"
+    assert (f"{path}: key 'neutron_physical_networks' must be * or physical network names separated by commas "
+            "(letters, digits, '.', '_', '-'; e.g. physnet1,physnet2), got 'physnet1, physnet2'") in problems
+    assert (f"{path}: key 'ovs_integration_bridge' must be a bridge name of 1 to 15 letters, digits, '.', '_' or '-', "
+            "got 'br-int-of-the-cloud'") in problems
+    write(tmp_path, "globals.yml", {"cron_logrotate_log_maxsize": "512k", "cron_logrotate_rotation_interval": "daily",
+                                    "neutron_physical_networks": "physnet1,provider-2", "ovs_integration_bridge": "br-kst"})
+    settings = load_settings(tmp_path)
+    assert (settings["cron_logrotate_log_maxsize"], settings["neutron_physical_networks"]) == ("512k", "physnet1,provider-2")
     write(tmp_path, "globals.yml", {"openstack_release": "folsom"})
     with pytest.raises(ValidationError, match=f"{path}: key 'openstack_release' is 'folsom'"):
         load_settings(tmp_path)
