@@ -4,6 +4,7 @@ loopback ports of their own."""
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -171,22 +172,39 @@ def qemu_pid(domain):
     return None
 
 
-def while_running(env, command, count):
-    """Runs kolla-salt `command` while sampling `count()` (something a working guest
-    keeps increasing: its console lines, answered pings): (the command's output, the
+def while_sampling(run, count):
+    """Calls `run()` (in a thread) while sampling `count()` (something a working guest
+    keeps increasing: its console lines, answered pings): (what run returned, the
     longest time without an increase)."""
-    proc = subprocess.Popen([KOLLA, "--config-dir", str(env.config_dir), *command], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = run()
+        except BaseException as error:   # raised again in the test's thread
+            outcome["error"] = error
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
     last_count, last_change, longest = count(), time.monotonic(), 0.0
-    while proc.poll() is None:
+    while thread.is_alive():
         now, current = time.monotonic(), count()
         if current != last_count:
             longest, last_count, last_change = max(longest, now - last_change), current, now
         time.sleep(0.2)
     longest = max(longest, time.monotonic() - last_change)
-    out = proc.stdout.read()
-    assert proc.returncode == 0, out
-    return out, longest
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"], longest
+
+
+def while_running(env, command, count):
+    """Runs kolla-salt `command` while sampling `count()` (while_sampling): (the
+    command's output, the longest time without an increase)."""
+    proc, longest = while_sampling(
+        lambda: subprocess.run([KOLLA, "--config-dir", str(env.config_dir), *command], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True), count)
+    assert proc.returncode == 0, proc.stdout
+    return proc.stdout, longest
 
 
 # Every container and volume the tests make starts with one of these (health_helpers: kshealth).

@@ -22,12 +22,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import IMAGES, plug_test_host, qemu_pid, unplug_test_host, while_running
+from conftest import IMAGES, plug_test_host, qemu_pid, unplug_test_host, while_running, while_sampling
 from guest import boot_server, remove_guest, upload_guest, wait_for
 from guest import console_log as guest_console_log
+from salt_master import master_and_minion
 import tempest
 
-from kolla_salt.inventory import default_settings, release_tag
+from kolla_salt.inventory import default_settings, load_tree, release_tag
 
 pytestmark = [pytest.mark.functional, pytest.mark.cloud]
 SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
@@ -633,14 +634,17 @@ def rpc_versions_selected(env):
 
 
 def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_by_nova(cloud, docker_client,
-                                                                                         server):
+                                                                                         server, salt_factories):
     """New nova-compute and libvirt images (the built ones plus a label: new content),
-    named by nova_compute_tag and libvirt_tag: `upgrade --set compute-operation`
-    replaces both containers while the server's qemu keeps its PID and the server
-    keeps answering pings; nova still manages it (stop ends its qemu, start boots it
-    again); nova's control services were told to work out the compute RPC version
-    again (SIGHUP, not a restart: the pin of [upgrade_levels] compute = auto lifts);
-    `rollback --set compute-operation` goes back the same way; the pins and
+    named by nova_compute_tag and libvirt_tag: the upgrade the Salt way, a real
+    salt-master's `state.orchestrate kolla.upgrade` of the compute-operation set's
+    services through the host's minion, replaces both containers while the server's
+    qemu keeps its PID and the server keeps answering pings; nova still manages it
+    (stop ends its qemu, start boots it again); nova's control services were told to
+    work out the compute RPC version again (SIGHUP, not a restart: the pin of
+    [upgrade_levels] compute = auto lifts). The CLI's `rollback --set
+    compute-operation` goes back the same way (the CLI's `upgrade --set` is the same
+    swap: tests/functional/test_compute.py upgrades libvirt so); the pins and
     globals then agree with what runs (`deploy --test` changes nothing)."""
     env = cloud
     wait_for("answer to ping", lambda: answers_ping(server), 60)
@@ -658,21 +662,25 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         return answered[0]
 
     control = {name: docker_client.containers.get(env.name(name)) for name in RPC_PINNED}
+    started = {name: container.attrs["State"]["StartedAt"] for name, container in control.items()}
     selected = rpc_versions_selected(env)
+    compute_operation = dict(load_tree())["compute-operation"]   # its services, in deploy order
     try:
         env.write_globals(libvirt_tag="kstcloud-new", nova_compute_tag="kstcloud-new")
-        out, longest = while_running(env, ("upgrade", "--set", "compute-operation"), pings)
-        print(f"\ncompute upgrade: {answered[0]} pings answered, longest time without an answer {longest:.1f} s")
+        with master_and_minion(salt_factories, "kstcloud", env.config_dir) as (master, _):
+            ran, longest = while_sampling(lambda: master.salt_run_cli(timeout=900).run(
+                "state.orchestrate", "kolla.upgrade", pillar={"kolla_services": compute_operation}), pings)
+        print(f"\ncompute upgrade (state.orchestrate): {answered[0]} pings answered, "
+              f"longest time without an answer {longest:.1f} s")
+        assert ran.returncode == 0, ran.stdout + ran.stderr
         for container, tag in new.items():
-            assert f"{env.name(container)} recreated" in out, out
             assert docker_client.containers.get(env.name(container)).image.tags == [tag]
         assert qemu_pid(server["instance"]) == qemu   # the same qemu process: the guest never stopped
         assert longest < 5
         assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout   # nova's control set kept nova_tag
-        for name, container in control.items():   # told to work out the compute RPC version again, not restarted
-            assert f"{env.name(name)}: reloaded (SIGHUP)" in out, out
+        for name, container in control.items():   # not restarted (their SIGHUP shows below: the pin lifted)
             container.reload()
-            assert container.status == "running" and container.attrs["RestartCount"] == 0, name
+            assert container.status == "running" and container.attrs["StartedAt"] == started[name], name
 
         env.openstack("server", "stop", server["id"], values=False)   # the new nova-compute and libvirt manage it
         wait_for("SHUTOFF", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "SHUTOFF",
@@ -690,7 +698,12 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         out, longest = while_running(env, ("rollback", "--set", "compute-operation"), pings)
         print(f"compute rollback: {answered[0]} pings answered, longest time without an answer {longest:.1f} s")
         for container in new:
+            assert f"{env.name(container)} recreated" in out, out
             assert docker_client.containers.get(env.name(container)).image.id == old[container].id
+        for name, container in control.items():
+            assert f"{env.name(name)}: reloaded (SIGHUP)" in out, out
+            container.reload()
+            assert container.status == "running" and container.attrs["StartedAt"] == started[name], name
         assert qemu_pid(server["instance"]) == qemu
         assert longest < 5
     finally:

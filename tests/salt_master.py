@@ -1,7 +1,8 @@
 """A real salt-master and one minion (pytest-salt-factories) serving this
 checkout: the master's file_roots hold the states, its pillar is
 pillar/kolla.sls over an operator folder, the minion loads the checkout's
-execution, state and beacon modules. Not a conftest.py (see health_helpers)."""
+execution, state and beacon modules. Used by the integration tests and by the
+cloud's compute upgrade through `state.orchestrate` (tests/functional/test_cloud.py)."""
 import contextlib
 import shutil
 import uuid
