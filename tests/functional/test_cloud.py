@@ -660,8 +660,7 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
     # nova's services that speak to nova-compute at the version [upgrade_levels] compute
     # = auto works out: nova_compute's spec names them (its reloads).
     reloads = declared_spec(docker_client.containers.get(env.name("nova_compute")).labels)["reloads"]
-    control = {name.removeprefix(env.prefix): docker_client.containers.get(env.name(name.removeprefix(env.prefix)))
-               for name in reloads}
+    control = {name: docker_client.containers.get(name) for name in reloads}   # full container names
     started = {name: container.attrs["State"]["StartedAt"] for name, container in control.items()}
     selected = rpc_versions_selected(env)
     compute_operation = dict(load_tree())["compute-operation"]   # its services, in deploy order
@@ -700,7 +699,7 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         for container in new:
             assert docker_client.containers.get(env.name(container)).image.id == old[container].id
         for name, container in control.items():
-            assert f"{env.name(name)}: reloaded (SIGHUP)" in out, out
+            assert f"{name}: reloaded (SIGHUP)" in out, out
             container.reload()
             assert container.status == "running" and container.attrs["State"]["StartedAt"] == started[name], name
         assert qemu_pid(server["instance"]) == qemu
