@@ -467,12 +467,15 @@ class ContainerManager:
         """The end of a swap whose new generation passed its check (in _swap, or in
         recover after a kill): it serves under its name with its declared restart
         policy, history says it runs, kept generations are pruned, the journal goes.
-        Pruning and the reloads (spec `reloads`) come before the journal's end: killed
-        there, the swap is completed again, and they are done again."""
+        Pruning, the reloads and the rechecks (spec `reloads`, `rechecks`) come before
+        the journal's end: killed there, the swap is completed again, and they are done
+        again."""
         _serve_under_name(new, name)
         self.history(name).set_running(generation, previous_outcome)
         self._prune(name)
-        self._reload(declared_spec(new.labels).get("reloads") or ())
+        declared = declared_spec(new.labels)
+        self._reload(declared.get("reloads") or ())
+        self._recheck(name, declared.get("rechecks") or ())
         self.journal(name).end()
 
     def _reload(self, names):
@@ -482,6 +485,19 @@ class ContainerManager:
             if container is not None and container.status == "running":
                 container.kill(signal="SIGHUP")
                 self.out(f"{name}: reloaded (SIGHUP)")
+
+    def _recheck(self, replaced, names):
+        """Waits until each of `names` that runs on this engine passes its check again:
+        it lost its connection to `replaced` and makes it again by itself."""
+        for name in names:
+            container = self.get(name)
+            spec = ContainerSpec.from_dict(declared_spec(container.labels), where=f"label of {name}") \
+                if container is not None and container.status == "running" else None
+            if spec is not None and spec.healthcheck is not None:
+                self.out(f"{name}: waiting until it passes its check again (it reconnects to {replaced})")
+                began = time.monotonic()
+                self.wait_healthy(container, spec)
+                self.out(f"{name}: passes its check again after {time.monotonic() - began:.0f} s")
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
         """Starts the new generation and waits for its check: (True, notes) once it

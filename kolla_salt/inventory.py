@@ -520,12 +520,13 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 spec_data.update(swap="blue-green", listen={"backend": backend, "address": host["api_interface_address"],
                                                             "ports": front["listen_ports"],
                                                             "drain_timeout": seconds(front["timeout"])})
-            reloads = spec_data.get("reloads") or []
-            unknown = [n for n in reloads if not any(n in (d.get("containers") or {}) for d in enabled.values())]
-            if unknown:
-                problems.append(f"{cwhere}.reloads: no enabled service has a container {', '.join(unknown)}")
-            if reloads:
-                spec_data["reloads"] = [prefix + n for n in reloads]
+            for key in ("reloads", "rechecks"):   # names of other containers, in the folders' terms
+                names = spec_data.get(key) or []
+                unknown = [n for n in names if not any(n in (d.get("containers") or {}) for d in enabled.values())]
+                if unknown:
+                    problems.append(f"{cwhere}.{key}: no enabled service has a container {', '.join(unknown)}")
+                if names:
+                    spec_data[key] = [prefix + n for n in names]
             spec_data.update(name=prefix + cname, image=renderer.image(container["image"], cname), set_path=set_path,
                              config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
             try:

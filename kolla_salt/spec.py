@@ -43,7 +43,7 @@ OUTSIDE_IDENTITY = ("image", "config_dir")
 # Fields added after containers were deployed: left out of the canonical form at
 # their default, so a container that does not use one keeps its spec hash (and
 # is not recreated by the kolla-salt version that added it).
-ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before_stop")
+ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before_stop", "rechecks")
 
 
 def declared_spec(labels):
@@ -113,6 +113,11 @@ class ContainerSpec:
     # must work out again (nova's control services: the RPC version of the oldest
     # nova-compute, [upgrade_levels] compute = auto).
     reloads: tuple = ()
+    # Containers on this engine that lose their connection to this one when it is
+    # replaced and make it again on their own: a swap of this one is complete once
+    # they pass their checks again (libvirt: nova-compute, which nova disables while
+    # it has no libvirt, so that no server can be scheduled to the host meanwhile).
+    rechecks: tuple = ()
     # A command run in the container before it is stopped (a swap's old generation,
     # `kolla-salt stop`): what it serves moves elsewhere first (rabbitmq: drain).
     before_stop: tuple = ()
@@ -218,7 +223,7 @@ class ContainerSpec:
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
             stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"),
-            reloads=text_list("reloads"), before_stop=text_list("before_stop"))
+            reloads=text_list("reloads"), before_stop=text_list("before_stop"), rechecks=text_list("rechecks"))
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):

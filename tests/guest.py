@@ -49,10 +49,11 @@ def upload_guest(run, docker_client, image, folder, prefix):
     run("subnet", "create", "--network", f"{prefix}servers", "--subnet-range", "198.18.21.0/24", f"{prefix}servers")
 
 
-def boot_server(run, prefix):
-    """`server create --wait` of the guest on its network: the server as `server show` has it."""
+def boot_server(run, prefix, name="server"):
+    """`server create --wait` of the guest on its network (named prefix + name): the
+    server as `server show` has it."""
     server_id = run("server", "create", "--image", f"{prefix}guest", "--flavor", f"{prefix}small", "--network",
-                    f"{prefix}servers", "--wait", f"{prefix}server", "-c", "id").strip()
+                    f"{prefix}servers", "--wait", f"{prefix}{name}", "-c", "id").strip()
     return json.loads(run("server", "show", server_id, "-f", "json", values=False))
 
 
@@ -69,11 +70,15 @@ def wait_for(what, condition, seconds):
 
 def remove_guest(run, prefix):
     """Everything upload_guest and boot_server made (what is already gone is skipped)."""
-    for args in (("server", "delete", "--wait", f"{prefix}server"), ("port", "delete", f"{prefix}prober"),
-                 ("network", "delete", f"{prefix}servers"), ("flavor", "delete", f"{prefix}small"),
-                 ("image", "delete", f"{prefix}guest"), ("image", "delete", f"{prefix}kernel"),
-                 ("image", "delete", f"{prefix}ramdisk")):
+    def attempt(*args):
         try:
-            run(*args, values=False)
+            return run(*args, values=False)
         except AssertionError:   # deleted already, or never made
-            pass
+            return ""
+
+    servers = attempt("server", "list", "--name", f"^{prefix}", "-f", "value", "-c", "ID").split()
+    if servers:
+        attempt("server", "delete", "--wait", *servers)
+    for kind, name in (("port", "prober"), ("network", "servers"), ("flavor", "small"), ("image", "guest"),
+                       ("image", "kernel"), ("image", "ramdisk")):
+        attempt(kind, "delete", f"{prefix}{name}")

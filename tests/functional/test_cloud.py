@@ -640,8 +640,9 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
     work out the compute RPC version again (SIGHUP, not a restart: the pin of
     [upgrade_levels] compute = auto lifts). The CLI's `rollback --set
     compute-operation` goes back the same way (the CLI's `upgrade --set` is the same
-    swap: tests/functional/test_compute.py upgrades libvirt so); the pins and
-    globals then agree with what runs (`deploy --test` changes nothing)."""
+    swap: tests/functional/test_compute.py upgrades libvirt so) and ends once
+    nova-compute has its libvirt again: a new server boots right after it; the pins
+    and globals then agree with what runs (`deploy --test` changes nothing)."""
     env = cloud
     wait_for("answer to ping", lambda: answers_ping(server), 60)
     qemu = qemu_pid(server["instance"])
@@ -704,6 +705,13 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
             assert container.status == "running" and container.attrs["State"]["StartedAt"] == started[name], name
         assert qemu_pid(server["instance"]) == qemu
         assert longest < 5
+        # libvirt's swap (the rollback's last) ended once nova-compute had its libvirt
+        # again: nova disables the host meanwhile. Right after the rollback a new server
+        # is scheduled to the host and boots (the scheduler outlived the reloads too).
+        assert f"{env.name('nova_compute')}: passes its check again" in out, out
+        scheduled = boot_server(env.openstack, "kst-", name="scheduled")
+        assert scheduled["status"] == "ACTIVE", scheduled
+        env.openstack("server", "delete", "--wait", scheduled["id"], values=False)
     finally:
         env.write_globals(libvirt_tag="", nova_compute_tag="")
         for tag in new.values():

@@ -545,6 +545,24 @@ def probe_from(host, expression, password):
     return json.loads(done.stdout)
 
 
+def keystone_report(hosts):
+    """What a keystone that did not answer was doing, host by host: the sockets on
+    its ports (listening, and with their queues), its containers and its log's end."""
+    report = []
+    for host in hosts:
+        keystones = [(c.name, c.status, (c.attrs["State"].get("Health") or {}).get("Status"), c.labels.get("kolla.listen-port"))
+                     for c in engine(host).containers.list(all=True) if c.name.startswith("keystone")]
+        ports = {port for *_, port in keystones if port} | {"3306", "11211"}
+        sockets = subprocess.run(["ip", "netns", "exec", host["namespace"], "ss", "-tanp",
+                                  "( " + " or ".join(f"sport = :{p} or dport = :{p}" for p in sorted(ports)) + " )"],
+                                 capture_output=True, text=True).stdout
+        keystone = engine(host).containers.get("keystone")
+        processes = keystone.top(ps_args="-o pid,stat,wchan:24,etime,args")["Processes"]
+        log = keystone.exec_run(["tail", "-n", "40", "/var/log/kolla/keystone/keystone.log"])
+        report.append(f"== {host['name']}: {keystones}\n{processes}\n{sockets}\n{log.output.decode()}")
+    return "\n".join(report)
+
+
 def token_answered(host, password):
     """Whether keystone issues a token through the VIP to a client on `host`."""
     return probe_from(host, f"token_request(5000, password, {VIP!r})()", password) is True
@@ -583,7 +601,10 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
         address, port = servers[issuer]
         expression = (f"(lambda token: [token, [token_valid(p, password, token, a, {SLOW}) for a, p in {servers!r}]])"
                       f"(token_issue({port}, password, {address!r}, timeout={SLOW}).headers['X-Subject-Token'])")
-        return probe_from(host2, expression, password) or probe_from(host2, expression, password)
+        answer = probe_from(host2, expression, password)
+        if answer is None:
+            print(keystone_report(hosts))
+        return answer or probe_from(host2, expression, password)
 
     before, validators = validated_everywhere(0)
     assert validators == [True, True, True]

@@ -207,3 +207,19 @@ def test_a_new_nova_compute_reloads_the_nova_services_that_pin_its_rpc_version(t
     # Not the scheduler: it sends nothing to nova-compute, and SIGHUP ends its workers (docs/design.md, nova).
     assert containers["kx-nova_compute"]["reloads"] == ["kx-nova_conductor", "kx-nova_api"]
     assert set(containers["kx-nova_compute"]["reloads"]) <= set(containers)
+
+
+def test_a_swap_of_libvirt_waits_for_nova_compute_to_pass_its_check_again(tmp_path):
+    """libvirt's `rechecks` names nova_compute (with the deployment's prefix), which
+    reconnects to a new libvirt by itself; without nova_compute there is nothing to wait for."""
+    write_secrets(tmp_path)
+    settings = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True, "container_name_prefix": "kx-"}
+
+    def libvirt_spec():
+        write(tmp_path, "globals.yml", settings)
+        return next(c["spec"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
+                    for c in s["containers"] if c["spec"]["name"] == "kx-nova_libvirt")
+
+    assert libvirt_spec()["rechecks"] == ["kx-nova_compute"]
+    settings["enable_nova_compute"] = False
+    assert "rechecks" not in libvirt_spec()
