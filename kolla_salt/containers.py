@@ -400,15 +400,17 @@ class ContainerManager:
             container.start()
         self.wait_healthy(container, spec)
 
-    def wait_healthy(self, container, spec, timeout=None):
+    def wait_healthy(self, container, spec, timeout=None, just_started=True):
         """Runs the spec's check through docker exec until it passes (no waiting
-        for Docker's first scheduled check); fails early if the container exits."""
+        for Docker's first scheduled check); fails early if the container exits
+        (or, `just_started`, was restarted by Docker since: it exited once)."""
         deadline = time.monotonic() + (timeout or self.health_timeout)
         last = "no check has run yet"
         while True:
             container.reload()
             state = container.attrs["State"]
-            if state["Status"] in ("exited", "dead") or state.get("Restarting") or container.attrs["RestartCount"]:
+            if state["Status"] in ("exited", "dead") or state.get("Restarting") or (
+                    just_started and container.attrs["RestartCount"]):
                 raise ContainerExited(f"container {spec.name} exited with code {state['ExitCode']}:\n"
                                     + self._logs_tail(container))
             if state["Status"] == "running":
@@ -496,7 +498,7 @@ class ContainerManager:
             if spec is not None and spec.healthcheck is not None:
                 self.out(f"{name}: waiting until it passes its check again (it reconnects to {replaced})")
                 began = time.monotonic()
-                self.wait_healthy(container, spec)
+                self.wait_healthy(container, spec, just_started=False)
                 self.out(f"{name}: passes its check again after {time.monotonic() - began:.0f} s")
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
