@@ -499,6 +499,16 @@ class ContainerManager:
                 self.out(f"{name}: waiting until it passes its check again (it reconnects to {replaced})")
                 began = time.monotonic()
                 self.wait_healthy(container, spec, just_started=False)
+                # Docker's status too (its next scheduled check): what failed meanwhile
+                # made it unhealthy, and a swap of `name` would take that generation
+                # for a failed one (no rollback target), the health loop for a hang.
+                check = spec.healthcheck
+                deadline = time.monotonic() + 2 * check.interval + check.timeout
+                while container.health != "healthy":
+                    if time.monotonic() > deadline:
+                        raise HealthTimeout(f"{name} passes its check, but Docker still says it is {container.health}")
+                    time.sleep(1)
+                    container.reload()
                 self.out(f"{name}: passes its check again after {time.monotonic() - began:.0f} s")
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
