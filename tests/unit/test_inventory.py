@@ -158,13 +158,22 @@ def test_log_rotation_follows_every_host_given_a_service_even_by_a_service_role(
     assert names["other"] == []
 
 
+def container_specs(folder, settings):
+    """Each container's spec in the pillar build_pillar makes from `settings` (globals.yml), by name."""
+    write_secrets(folder)
+    write(folder, "globals.yml", settings)
+    return {c["spec"]["name"]: c["spec"] for s in build_pillar(folder, interfaces={"lo": ["127.0.0.1"]})
+            ["kolla"]["services"] for c in s["containers"]}
+
+
+COMPUTE = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True}
+PREFIXED_COMPUTE = {**COMPUTE, "container_name_prefix": "kx-"}
+
+
 def test_a_containers_own_tag_beats_its_images(tmp_path):
     """nova_compute_tag moves the compute host's nova-compute alone; nova_tag the rest."""
-    write_secrets(tmp_path)
-    write(tmp_path, "globals.yml", {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True,
-                                    "nova_tag": "control-fix", "nova_compute_tag": "compute-fix"})
-    pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
-    images = {c["spec"]["name"]: c["spec"]["image"] for s in pillar["services"] for c in s["containers"]}
+    specs = container_specs(tmp_path, {**COMPUTE, "nova_tag": "control-fix", "nova_compute_tag": "compute-fix"})
+    images = {name: spec["image"] for name, spec in specs.items()}
     assert images["nova_compute"] == "kolla-salt/nova:compute-fix"
     assert images["nova_api"] == images["nova_scheduler"] == "kolla-salt/nova:control-fix"
     assert images["nova_libvirt"] == "kolla-salt/libvirt:2026.1-source"
@@ -199,11 +208,7 @@ def test_nova_restarts_its_conductor_before_its_scheduler_and_api(tmp_path):
 def test_a_new_nova_compute_reloads_the_nova_services_that_pin_its_rpc_version(tmp_path):
     """nova_compute's `reloads` name containers of the nova folder: in the pillar they
     carry the deployment's prefix, as the containers they name do."""
-    write_secrets(tmp_path)
-    write(tmp_path, "globals.yml", {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True,
-                                    "container_name_prefix": "kx-"})
-    containers = {c["spec"]["name"]: c["spec"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})
-                  ["kolla"]["services"] for c in s["containers"]}
+    containers = container_specs(tmp_path, PREFIXED_COMPUTE)
     # Not the scheduler: it sends nothing to nova-compute, and SIGHUP ends its workers (docs/design.md, nova).
     assert containers["kx-nova_compute"]["reloads"] == ["kx-nova_conductor", "kx-nova_api"]
     assert set(containers["kx-nova_compute"]["reloads"]) <= set(containers)
@@ -212,14 +217,6 @@ def test_a_new_nova_compute_reloads_the_nova_services_that_pin_its_rpc_version(t
 def test_a_swap_of_libvirt_waits_for_nova_compute_to_pass_its_check_again(tmp_path):
     """libvirt's `rechecks` names nova_compute (with the deployment's prefix), which
     reconnects to a new libvirt by itself; without nova_compute there is nothing to wait for."""
-    write_secrets(tmp_path)
-    settings = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True, "container_name_prefix": "kx-"}
-
-    def libvirt_spec():
-        write(tmp_path, "globals.yml", settings)
-        return next(c["spec"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
-                    for c in s["containers"] if c["spec"]["name"] == "kx-nova_libvirt")
-
-    assert libvirt_spec()["rechecks"] == ["kx-nova_compute"]
-    settings["enable_nova_compute"] = False
-    assert "rechecks" not in libvirt_spec()
+    assert container_specs(tmp_path, PREFIXED_COMPUTE)["kx-nova_libvirt"]["rechecks"] == ["kx-nova_compute"]
+    without_compute = {**PREFIXED_COMPUTE, "enable_nova_compute": False}
+    assert "rechecks" not in container_specs(tmp_path, without_compute)["kx-nova_libvirt"]
