@@ -7,6 +7,7 @@ the VIP 198.18.0.10). Figures:
   - a rolling keystone upgrade to a new image, host by host, while clients in a
     host's namespace ask through the VIP (a token client and --listers project
     listers): requests sent, failed, longest gap (goal: 0 failed of >= 2,000);
+  - the same for mariadb's Galera members (keystone's requests read the database);
   - VIP failover seen by a client: the holder's keepalived stopped;
   - Galera recovery after every member stopped (`mariadb-recovery`).
 Usage: .venv/bin/python benchmarks/ha_lab.py [--help] [--listers N] [--every S]"""
@@ -81,28 +82,36 @@ def main():
         print(f"HA deploy of 3 control hosts through the master from built images: {deploy:.1f} s")
         password = yaml.safe_load((folder / "passwords.yml").read_text())["keystone_admin_password"]
 
-        # A really new keystone image (the built one plus a label), in the lab's registry.
-        lab_settings = load_settings(folder)
-        current = local.images.get(image_ref(lab_settings, "keystone"))
-        tag = "kbench-rolling"
-        ref = image_ref(lab_settings, "keystone", tag)
-        local.images.build(fileobj=io.BytesIO(f"FROM {current.id}\nLABEL kolla.bench={tag}\n".encode()),
-                           tag=ref, rm=True)
-        new_refs.append(ref)
-        push(ref, insecure=True, netns=lab.master().netns)
         holder, _ = vip_holder(hosts)
         watcher = next(h for h in hosts if h is not holder)
-        probe = client(watcher, password, "--every", str(args.every), "--listers", str(args.listers),
-                       "--limit", "100000")
-        time.sleep(2)
-        settings["keystone_tag"] = tag
-        (folder / "globals.yml").write_text(yaml.safe_dump(settings))
-        upgrade = timed("--lab", LAB, "upgrade", "--services", "keystone")
-        time.sleep(2)
-        text, seen = figures(probe)
-        print(f"rolling keystone upgrade on 3 hosts (VIP on {holder['name']}, clients on {watcher['name']}): "
-              f"upgrade {upgrade:.1f} s; {text}; goal 0 failed of >= 2000: "
-              f"{'met' if seen['failed'] == 0 and seen['sent'] >= 2000 else 'not met'}")
+
+        def rolling_upgrade(service):
+            """`service` upgraded host by host to a really new image (the built one plus a
+            label, in the lab's registry) under clients on `watcher`; its figures."""
+            lab_settings = load_settings(folder)
+            current = local.images.get(image_ref(lab_settings, service))
+            tag = "kbench-rolling"
+            ref = image_ref(lab_settings, service, tag)
+            local.images.build(fileobj=io.BytesIO(f"FROM {current.id}\nLABEL kolla.bench={tag}\n".encode()),
+                               tag=ref, rm=True)
+            new_refs.append(ref)
+            push(ref, insecure=True, netns=lab.master().netns)
+            probe = client(watcher, password, "--every", str(args.every), "--listers", str(args.listers),
+                           "--limit", "100000")
+            time.sleep(2)
+            settings[f"{service}_tag"] = tag
+            (folder / "globals.yml").write_text(yaml.safe_dump(settings))
+            upgrade = timed("--lab", LAB, "upgrade", "--services", service)
+            time.sleep(2)
+            text, seen = figures(probe)
+            print(f"rolling {service} upgrade on 3 hosts (VIP on {holder['name']}, clients on {watcher['name']}): "
+                  f"upgrade {upgrade:.1f} s; {text}; goal 0 failed of >= 2000: "
+                  f"{'met' if seen['failed'] == 0 and seen['sent'] >= 2000 else 'not met'}")
+
+        rolling_upgrade("keystone")
+        # Galera members one at a time, each drained in every haproxy first (its
+        # clients' connections move to the next member before it stops).
+        rolling_upgrade("mariadb")
 
         probe = client(watcher)
         time.sleep(2)

@@ -8,6 +8,9 @@ nothing listens on is down by haproxy's check. A swap (kolla_salt.containers)
 starts the new generation on the free port, waits until haproxy sees it up,
 drains the old one (no new request goes to it; the ones in flight finish),
 waits until it has no session, then stops it: no request is refused or cut.
+A Galera member behind haproxy (one port) is drained the same way before it stops:
+its `before_stop` ends its clients' idle pooled connections, which they make again
+to the next member.
 """
 import re
 import socket
@@ -104,6 +107,7 @@ class Runtime:
         return self.wait(backend, server, lambda row: row["status"] == "UP", "up", timeout)
 
     def wait_drained(self, backend, server, timeout):
+        """Until the server has no session."""
         return self.wait(backend, server, lambda row: row["sessions"] == 0, "drained", timeout)
 
     def take_traffic(self, backend, server, timeout):
@@ -111,10 +115,10 @@ class Runtime:
         self.set_state(backend, server, "ready")
         self.wait_up(backend, server, timeout)
 
-    def drain(self, backend, server, timeout):
-        """No new request goes to the server; returns once it has no session."""
+    def drain(self, backend, server, timeout=None):
+        """No new session goes to the server; those it has go on (wait_drained). Of a
+        `one_active` backend's server, the next server up takes the new ones."""
         self.set_state(backend, server, "drain")
-        self.wait_drained(backend, server, timeout)
 
 
 # What kolla_balancer (salt/_modules) answers on a host when all went well.
@@ -151,3 +155,6 @@ class Balancers:
 
     def drain(self, backend, server, timeout):
         return self._everywhere("drain", backend, server, timeout)
+
+    def wait_drained(self, backend, server, timeout):
+        return self._everywhere("wait_drained", backend, server, timeout)

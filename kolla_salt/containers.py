@@ -99,18 +99,18 @@ def passes_check(container, spec):
 
 
 def listen_port(container, listen):
-    """The port a blue-green container listens on (one from before blue-green, or
+    """The port a container behind haproxy listens on (one from before blue-green, or
     created before the label, listens on the first of `listen.ports`)."""
     return int(container.labels.get(LABEL_LISTEN_PORT) or listen["ports"][0])
 
 
 def _other_listen_port(spec, old):
-    """The port of a new blue-green generation: the one of its two the old one does not
-    listen on."""
+    """The port of a new generation behind haproxy: of two (blue-green), the one the
+    old one does not listen on; of one, that one."""
     if not spec.listen:
         return None
     ports = spec.listen["ports"]
-    return ports[1] if listen_port(old, spec.listen) == ports[0] else ports[0]
+    return ports[-1] if listen_port(old, spec.listen) == ports[0] else ports[0]
 
 
 def _serve_under_name(container, name):
@@ -451,11 +451,10 @@ class ContainerManager:
                                       restart_policy="no" if overlap else None,
                                       listen_port=_other_listen_port(spec, old))
         journal.step("created")
-        healthy, notes = self._start_new(new, old, spec, generation, old_generation, beside=True) if overlap \
-            else (False, [])
+        healthy = overlap and self._start_new(new, old, spec, generation, old_generation, beside=True)
         if healthy:
             journal.step("healthy")
-        self._retire(old, aside)
+        drained = self._retire(old, aside)
         if not healthy:
             journal.step("retired")
             new.rename(spec.name)
@@ -463,7 +462,7 @@ class ContainerManager:
             journal.step("healthy")
         self._complete(spec.name, new, generation, journal.read()["previous_outcome"])
         self.out(f"{spec.name}: generation {generation} healthy, generation {old_generation} kept as {aside}")
-        return notes
+        return [drained] if drained else []
 
     def _complete(self, name, new, generation, previous_outcome):
         """The end of a swap whose new generation passed its check (in _swap, or in
@@ -512,28 +511,27 @@ class ContainerManager:
                 self.out(f"{name}: passes its check again after {time.monotonic() - began:.0f} s")
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
-        """Starts the new generation and waits for its check: (True, notes) once it
-        passes. `beside`: the old one still runs (overlap), and is drained. A new one
-        that exits there could not share the port (an old generation without
+        """Starts the new generation and waits for its check: True once it passes (and
+        haproxy sends it requests). `beside`: the old one still runs (overlap). A new
+        one that exits there could not share the port (an old generation without
         SO_REUSEPORT, another user): False, and the caller replaces the old one the
         stop-first way. Any other failure removes the new one, brings the old one
         back and raises."""
         try:
             self._start_and_wait(new, spec)
             self._take_traffic(new)
-            drained = self._drain(old) if beside else None
-            return True, [drained] if drained else []
+            return True
         except KollaError as error:
             if beside and isinstance(error, ContainerExited):
                 self.out(f"{spec.name}: generation {generation} could not start beside generation "
                          f"{old_generation} ({str(error).splitlines()[0]}); stopping generation {old_generation} first")
-                return False, []
+                return False
             self._undo(spec.name, new, old, generation, old_generation)
             raise KollaError(f"container {spec.name}: generation {generation} failed ({error}); "
                              f"restored generation {old_generation}" + (" (it kept serving)" if beside else "")) from None
 
     def _listening(self, container):
-        """(backend, server) of a blue-green container in the haproxies in front of it,
+        """(backend, server) of a container in the haproxies in front of it (`listen`),
         or None when there is none (not behind haproxy, or no haproxy deployed)."""
         listen = declared_spec(container.labels).get("listen")
         if not listen or self.balancer is None or not self.balancer.active():
@@ -541,47 +539,53 @@ class ContainerManager:
         return listen["backend"], server_name(listen["address"], listen_port(container, listen))
 
     def _take_traffic(self, container):
-        """A healthy blue-green generation gets requests: its server is made ready and
+        """A healthy generation behind haproxy gets requests: its server is made ready and
         haproxy's own check must have found it up."""
         where = self._listening(container)
         if where:
             self.balancer.take_traffic(*where, timeout=self.health_timeout)
 
-    def _drain(self, old):
-        """No new request goes to the old generation; returns once the ones it was
-        serving are answered, so stopping it cuts none. It waits as long as haproxy
-        lets a request run (the entry's timeout, listen.drain_timeout): a loaded host
-        may take far longer than the stop timeout to answer what it holds.
-        Returns a note naming the hosts whose haproxy drained it (None without one)."""
-        where = self._listening(old)
-        if where:
-            timeout = int(declared_spec(old.labels)["listen"].get("drain_timeout", seconds(REQUEST_TIMEOUT)))
-            self.out(f"{old.name}: draining {where[1]} in haproxy backend {where[0]} (its requests in flight "
-                     f"have up to {timeout} s)")
-            hosts = self.balancer.drain(*where, timeout=timeout)
-            return f"{where[1]} drained in the haproxy of {', '.join(hosts)}"
-        return None
-
     def _retire(self, old, aside):
         """Stops the old generation and keeps it aside; restart policy "no" so that a
-        daemon restart cannot revive it."""
-        self._stop(old)
+        daemon restart cannot revive it. Returns _stop's note."""
+        drained = self._stop(old)
         old.rename(aside)
         old.update(restart_policy={"Name": "no"})
+        return drained
 
     def _stop(self, container):
-        """Stops a container the way its spec says: its `before_stop` command first
-        while it runs (rabbitmq hands its clients and queue leaders to the other
-        nodes), then SIGTERM and up to its stop_timeout. A failed before_stop is
-        reported, and the stop goes on: a node that cannot drain must still stop."""
+        """Stops a container the way its spec says, once what it serves went elsewhere:
+        behind haproxy (`listen`), no haproxy gives it a new session; its `before_stop`
+        command runs (rabbitmq hands its clients and queue leaders to the other nodes,
+        a Galera member ends its clients' idle connections); behind haproxy, the
+        sessions it has end, for up to listen.drain_timeout (as long as haproxy lets a
+        request run: a loaded host may take far longer than the stop timeout to answer
+        what it holds); then SIGTERM and up to its stop_timeout. What fails before the
+        SIGTERM is reported, and the stop goes on: a node that cannot hand over must
+        still stop. Returns a note naming the hosts whose haproxy drained it, or None."""
         spec = declared_spec(container.labels)
-        command = spec.get("before_stop")
-        if command and container.status == "running":
-            done = container.exec_run(command)
-            self.out(f"{container.name}: {' '.join(command)}" + (
-                f": failed ({done.exit_code}): {done.output.decode(errors='replace').strip()[-300:]}"
-                if done.exit_code else ""))
+        running = container.status == "running"
+        where = self._listening(container) if running else None
+        drained = None
+        try:
+            if where:
+                timeout = int(spec["listen"].get("drain_timeout", seconds(REQUEST_TIMEOUT)))
+                self.out(f"{container.name}: draining {where[1]} in haproxy backend {where[0]} (its sessions "
+                         f"have up to {timeout} s to end)")
+                self.balancer.drain(*where, timeout=timeout)
+            command = spec.get("before_stop")
+            if command and running:
+                done = container.exec_run(command)
+                self.out(f"{container.name}: {' '.join(command)}" + (
+                    f": failed ({done.exit_code}): {done.output.decode(errors='replace').strip()[-300:]}"
+                    if done.exit_code else ""))
+            if where:
+                hosts = self.balancer.wait_drained(*where, timeout=timeout)
+                drained = f"{where[1]} drained in the haproxy of {', '.join(hosts)}"
+        except KollaError as error:
+            self.out(f"{container.name}: not drained ({error}); stopping it anyway")
         container.stop(timeout=int(spec.get("stop_timeout", 10)))
+        return drained
 
     def _undo(self, name, new, old, generation, old_generation):
         """The new generation goes; the old one serves under its name again, with the

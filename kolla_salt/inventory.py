@@ -31,7 +31,7 @@ from .errors import ValidationError
 from .merge import merge
 from .pins import Pins
 from .releases import load_releases
-from .spec import ContainerSpec, port_pair_problems
+from .spec import ContainerSpec, is_port, port_pair_problems
 
 def _read_yaml(path, problems, kind=dict):
     try:
@@ -515,11 +515,12 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             backend = container.get("backend")
             if backend is not None and backend not in (definition.get("loadbalancer") or {}):
                 problems.append(f"{cwhere}.backend: '{backend}' is not an entry of this folder's loadbalancer")
-            elif backend in balanced:   # behind haproxy: swapped blue/green between its two ports
+            elif backend in balanced:   # behind haproxy: drained before it stops
                 front = balanced[backend]
-                spec_data.update(swap="blue-green", listen={"backend": backend, "address": host["api_interface_address"],
-                                                            "ports": front["listen_ports"],
-                                                            "drain_timeout": seconds(front["timeout"])})
+                spec_data["listen"] = {"backend": backend, "address": host["api_interface_address"],
+                                       "ports": front["listen_ports"], "drain_timeout": seconds(front["drain_timeout"])}
+                if len(front["listen_ports"]) == 2:   # swapped blue/green between its two ports
+                    spec_data["swap"] = "blue-green"
             for key in ("reloads", "rechecks"):   # names of other containers, in the folders' terms
                 names = spec_data.get(key) or []
                 unknown = [n for n in names if not any(n in (d.get("containers") or {}) for d in enabled.values())]
@@ -595,11 +596,13 @@ LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
                      "check": "the path of haproxy's HTTP check (2xx or 3xx is up)",
                      "timeout": f"optional: client and server timeout of long requests (haproxy syntax, 6h; "
                                 f"{REQUEST_TIMEOUT} without); a drain waits as long for the requests in flight",
+                     "drain_timeout": "optional: how long a drain waits for the server's sessions to end, when "
+                                      "not `timeout` (a database's idle sessions last as long as its clients)",
                      "mode": "optional: http (the default) or tcp (a byte stream, such as the database)",
                      "check_port": "optional: the port that answers the HTTP check, when not the server's own",
                      "one_active": "optional: true sends every connection to the first server up, the others "
                                    "are backups (one writer of a Galera cluster)"}
-OPTIONAL_LOADBALANCER_KEYS = ("timeout", "mode", "check_port", "one_active")
+OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active")
 
 
 def loadbalancer_entries(definitions, addresses, problems):
@@ -626,15 +629,16 @@ def loadbalancer_entries(definitions, addresses, problems):
             found += [f"{where}.{key}: unknown key (known: {', '.join(LOADBALANCER_KEYS)})"
                       for key in block if key not in LOADBALANCER_KEYS]
             ports = block.get("listen_ports")
-            if ports is not None and not (isinstance(ports, list) and len(ports) == 1 and _is_port(ports[0])):
+            if ports is not None and not (isinstance(ports, list) and len(ports) == 1 and is_port(ports[0])):
                 found += port_pair_problems(ports, f"{where}.listen_ports")
-            try:
-                seconds(block.get("timeout", REQUEST_TIMEOUT))
-            except ValueError as error:
-                found.append(f"{where}.timeout: {error}")
+            for key in ("timeout", "drain_timeout"):
+                try:
+                    seconds(block.get(key, REQUEST_TIMEOUT))
+                except ValueError as error:
+                    found.append(f"{where}.{key}: {error}")
             if block.get("mode", "http") not in ("http", "tcp"):
                 found.append(f"{where}.mode: expected http or tcp, got {block['mode']!r}")
-            if "check_port" in block and not _is_port(block["check_port"]):
+            if "check_port" in block and not is_port(block["check_port"]):
                 found.append(f"{where}.check_port: expected a port number, got {block['check_port']!r}")
             if not isinstance(block.get("one_active", False), bool):
                 found.append(f"{where}.one_active: expected true or false, got {block['one_active']!r}")
@@ -644,16 +648,14 @@ def loadbalancer_entries(definitions, addresses, problems):
                 found.append(f"{where}.check: expected a path starting with /, got {block['check']!r}")
             problems.extend(found)
             if not found:
-                entries[name] = {**block, "name": name, "timeout": block.get("timeout", REQUEST_TIMEOUT),
+                timeout = block.get("timeout", REQUEST_TIMEOUT)
+                entries[name] = {**block, "name": name, "timeout": timeout,
+                                 "drain_timeout": block.get("drain_timeout", timeout),
                                  "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
                                  "one_active": block.get("one_active", False),
                                  "servers": [f"{address}:{port}" for address in addresses.get(service, [])
                                              for port in ports]}
     return entries
-
-
-def _is_port(value):
-    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
 
 
 REGISTER_INTERFACES = ("public", "internal", "admin")

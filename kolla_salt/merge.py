@@ -1,7 +1,8 @@
 """Merging operator overrides into generated config files.
 
-INI files are merged section by section and key by key (an override wins,
-new sections and keys are added), YAML files are deep-merged; anything else is
+INI files (MySQL's option files, .cnf, too) are merged section by section and key
+by key (an override wins, new sections and keys are added), YAML files are
+deep-merged; anything else is
 replaced by the override. Like kolla-ansible's merge_configs, but with errors
 that name the file and line.
 """
@@ -9,12 +10,14 @@ import yaml
 
 from .errors import ValidationError
 
-INI_SUFFIXES = (".conf", ".ini", ".cfg")
+INI_SUFFIXES = (".conf", ".ini", ".cfg", ".cnf")
+OPTION_FILE_SUFFIX = ".cnf"   # MySQL's: a key may stand alone (skip-name-resolve)
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
-def parse_ini(text, where):
+def parse_ini(text, where, bare_keys=False):
     """[(section, [(key, value)])] in file order; keys before any section go to DEFAULT.
+    `bare_keys`: a line without '=' is a key without a value (None).
 
     Hand-rolled rather than configparser: keys keep their case and repeated
     keys (oslo.config multi-valued options) survive.
@@ -30,17 +33,17 @@ def parse_ini(text, where):
                 raise ValidationError([f"{where}:{number}: malformed section header {raw!r}"])
             current = sections.setdefault(line[1:-1].strip(), [])
             continue
-        if "=" not in line:
+        if "=" not in line and not bare_keys:
             raise ValidationError([f"{where}:{number}: expected 'key = value', got {raw!r}"])
-        key, _, value = line.partition("=")
-        current.append((key.strip(), value.strip()))
+        key, equals, value = line.partition("=")
+        current.append((key.strip(), value.strip() if equals else None))
     return [(name, items) for name, items in sections.items() if items or name != "DEFAULT"]
 
 
-def merge_ini(base, override, where):
-    merged = {name: list(items) for name, items in parse_ini(base, "(generated)")}
+def merge_ini(base, override, where, bare_keys=False):
+    merged = {name: list(items) for name, items in parse_ini(base, "(generated)", bare_keys)}
     order = list(merged)
-    for name, items in parse_ini(override, where):
+    for name, items in parse_ini(override, where, bare_keys):
         if name not in merged:
             merged[name] = []
             order.append(name)
@@ -50,7 +53,7 @@ def merge_ini(base, override, where):
     for name in order:
         if merged[name] or name != "DEFAULT":
             out.append(f"[{name}]")
-            out.extend(f"{key} = {value}" for key, value in merged[name])
+            out.extend(key if value is None else f"{key} = {value}" for key, value in merged[name])
             out.append("")
     return "\n".join(out)
 
@@ -75,7 +78,7 @@ def merge_yaml(base, override, where):
 def merge(filename, base, override, where):
     """The generated `base` text of `filename` with the operator's `override` applied."""
     if filename.endswith(INI_SUFFIXES):
-        return merge_ini(base, override, where)
+        return merge_ini(base, override, where, bare_keys=filename.endswith(OPTION_FILE_SUFFIX))
     if filename.endswith(YAML_SUFFIXES):
         return merge_yaml(base, override, where)
     return override

@@ -21,6 +21,7 @@ RESTART_POLICIES = ("always", "unless-stopped", "on-failure", "no")
 #               that listen with SO_REUSEPORT, so both serve the port meanwhile
 #   blue-green  behind haproxy (`listen`): the new one listens on the other of two
 #               ports; haproxy drains the old one before it stops (kolla_salt.balancer)
+# Any container behind haproxy (`listen`) is drained in every haproxy before it stops.
 SWAP_MODES = ("stop-first", "overlap", "blue-green")
 CONFIG_MOUNT = "/var/lib/kolla/config_files"
 
@@ -101,8 +102,9 @@ class ContainerSpec:
     # (across hosts: not yet, docs/design.md).
     stateful: bool = False
     cluster: str = ""
-    # swap blue-green: {backend: haproxy backend, address, ports: [a, b]}; each
-    # generation listens on the port its predecessor did not (KOLLA_LISTEN_PORT).
+    # Behind haproxy: {backend: haproxy backend, address, ports, drain_timeout}. Swapped
+    # blue-green, ports are two and each generation listens on the one its predecessor
+    # did not (KOLLA_LISTEN_PORT); otherwise one port (a Galera member).
     listen: dict = field(default_factory=dict)
     # A command `kolla-salt destroy` runs in the container before removing it: for
     # what the container made outside itself that would outlive it (libvirt's guests,
@@ -257,21 +259,25 @@ class ContainerSpec:
         return tuple(v.split(":")[0] for v in self.volumes if not v.startswith("/"))
 
 
+def is_port(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
+
+
 def port_pair_problems(ports, where):
     """The two ports a blue-green service listens on in turn (a spec's listen.ports, a
     service folder's loadbalancer listen_ports): two different port numbers."""
-    if isinstance(ports, list) and len(ports) == 2 and ports[0] != ports[1] and all(
-            isinstance(p, int) and not isinstance(p, bool) and 0 < p < 65536 for p in ports):
+    if isinstance(ports, list) and len(ports) == 2 and ports[0] != ports[1] and all(is_port(p) for p in ports):
         return []
     return [f"{where}: expected two different port numbers, got {ports!r}"]
 
 
 def _listen_problems(listen, swap, where):
-    if swap != "blue-green":
-        return [f"{where}: only a blue-green swap listens on two ports (swap is '{swap}')"]
     problems = [f"{where}.{key}: required" for key in ("backend", "address", "ports") if not listen.get(key)]
-    if listen.get("ports") is not None:
-        problems.extend(port_pair_problems(listen["ports"], f"{where}.ports"))
+    ports = listen.get("ports")
+    if ports is not None and swap == "blue-green":
+        problems.extend(port_pair_problems(ports, f"{where}.ports"))
+    elif ports is not None and not (isinstance(ports, list) and len(ports) == 1 and is_port(ports[0])):
+        problems.append(f"{where}.ports: expected one port number (a '{swap}' swap listens on one), got {ports!r}")
     drain_timeout = listen.get("drain_timeout", 1)
     if not isinstance(drain_timeout, int) or isinstance(drain_timeout, bool) or drain_timeout < 1:
         problems.append(f"{where}.drain_timeout: expected a number of seconds, got {drain_timeout!r}")

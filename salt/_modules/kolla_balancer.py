@@ -30,5 +30,10 @@ def take_traffic(backend, server, timeout):
 
 
 def drain(backend, server, timeout):
-    """No new request goes to the server here; returns once it has no session."""
+    """No new session goes to the server here; those it has go on."""
     return _act("drain", backend, server, timeout)
+
+
+def wait_drained(backend, server, timeout):
+    """Returns once the server has no session here (timeout: seconds)."""
+    return _act("wait_drained", backend, server, timeout)

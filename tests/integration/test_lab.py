@@ -678,6 +678,39 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
+def test_galera_members_are_replaced_one_at_a_time_without_a_failed_request(hosts, cloud, clusters):
+    """A change to the database's configuration replaces the three Galera members one
+    at a time while a client asks keystone for tokens through the VIP (each token
+    reads the database): before a member stops, every haproxy sends new connections
+    to the next member, the member ends keystone's idle pooled connections and the
+    busy ones are made again within connection_recycle_time, so that stopping it cuts
+    no query. Each member is Synced, with every row, before the next one stops."""
+    password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
+    override = Path(cloud["lab"].config_dir()) / "config" / "mariadb" / "my.cnf"
+    override.parent.mkdir(parents=True, exist_ok=True)
+    before = [rows(h) for h in hosts]
+    probe = vip_client(hosts[2], admin_password=password)
+    try:
+        time.sleep(1)
+        override.write_text("[mysqld]\nmax_connections = 1001\n")   # declared from now on
+        began = time.monotonic()
+        out = kolla("deploy")
+    finally:
+        seen = json.loads(probe.communicate(input="", timeout=120)[0])
+    print(f"Galera members replaced one at a time under a token client through the VIP: {seen['sent']} requests, "
+          f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s; the deploy {time.monotonic() - began:.1f} s")
+    for failure in seen["failures"]:
+        print(f"  failed {failure['at'] - began:.1f} s into the deploy, after {failure['took']} s: {failure['why']}")
+    for host in hosts:
+        assert f"{host['name']}: changed mariadb: mariadb recreated" in out, out
+        assert f"{host['address']}:3306 drained in the haproxy of host1, host2, host3" in out, out
+        assert "max_connections = 1001" in engine(host).containers.get("mariadb").exec_run(
+            ["cat", "/etc/mysql/my.cnf"]).output.decode()
+    assert [rows(h) for h in hosts] == before and [cluster_size(h) for h in hosts] == [3, 3, 3]
+    assert seen["sent"] >= 50 and seen["failed"] == 0, (seen["failures"], out)
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
 def test_lab_down_leaves_nothing_behind(hosts):
     pids = [int(p.read_text()) for p in (RUN_ROOT / NAME).glob("*.pid")]
     lab("down")

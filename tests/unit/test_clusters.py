@@ -5,6 +5,7 @@ import pytest
 
 from kolla_salt.galera import GaleraRefused, parse_grastate, plan, recovery_choice
 from kolla_salt.inventory import build_pillar
+from kolla_salt.spec import ContainerSpec
 from test_loadbalancer import operator_folder
 
 HOSTS = ["host1", "host2", "host3"]
@@ -100,11 +101,21 @@ def test_a_cluster_behind_haproxy_is_reached_on_the_vip_with_one_writer_checked_
     assert all("4569" in s and "shutdown-sessions" in s for s in servers)
     assert "@198.18.0.10:3306/keystone" in found["keystone"]["containers"][0]["files"]["keystone.conf"]
     assert [c["spec"]["name"] for c in found["mariadb"]["containers"]] == ["t-mariadb", "t-mariadb_clustercheck"]
+    # A member is drained in every haproxy before it stops (not swapped blue/green: one
+    # port); its idle service connections are ended, the busy ones are made again
+    # within connection_recycle_time, and the drain waits 30 s at most.
+    member = ContainerSpec.from_dict(found["mariadb"]["containers"][0]["spec"], "mariadb")
+    assert member.swap == "stop-first"
+    assert member.listen == {"backend": "mariadb", "address": "198.18.0.12", "ports": [3306], "drain_timeout": 30}
+    assert member.before_stop == ("kolla_mariadb_leave", "198.18.0.12", "3306", "25")
+    assert "connection_recycle_time = 10\n" in found["keystone"]["containers"][0]["files"]["keystone.conf"]
     # The all-in-one: one server on the host's own address, no clustercheck, no listen in haproxy.
     operator_folder(tmp_path)
     alone = {s["name"]: s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
     assert "@127.0.0.1:3306/keystone" in alone["keystone"]["containers"][0]["files"]["keystone.conf"]
     assert len(alone["mariadb"]["containers"]) == 1
+    alone_member = ContainerSpec.from_dict(alone["mariadb"]["containers"][0]["spec"], "mariadb")
+    assert (alone_member.listen, alone_member.before_stop) == ({}, ())
     assert "listen mariadb" not in alone["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
 
 

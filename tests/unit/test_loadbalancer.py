@@ -73,15 +73,18 @@ def test_bad_loadbalancer_entries_are_refused_naming_the_folder_and_key():
     assert any(p.startswith(f"{where}.other.port: required") for p in problems)
 
 
-def test_a_blue_green_spec_needs_two_ports_a_backend_and_an_address():
+def test_a_spec_behind_haproxy_needs_a_backend_an_address_and_two_ports_only_when_blue_green():
     with pytest.raises(ValidationError) as error:
         ContainerSpec.from_dict({"name": "api", "image": "i", "swap": "blue-green",
                                  "listen": {"backend": "api", "ports": [5000]}}, "where")
     assert "where.listen.address: required" in error.value.problems
     assert "where.listen.ports: expected two different port numbers, got [5000]" in error.value.problems
-    with pytest.raises(ValidationError, match="where.listen: only a blue-green swap listens on two ports"):
+    with pytest.raises(ValidationError, match=r"where.listen.ports: expected one port number \(a 'overlap' swap "
+                                              r"listens on one\), got \[1, 2\]"):
         ContainerSpec.from_dict({"name": "api", "image": "i", "swap": "overlap",
                                  "listen": {"backend": "api", "address": "a", "ports": [1, 2]}}, "where")
+    ContainerSpec.from_dict({"name": "db", "image": "i", "listen": {"backend": "db", "address": "a", "ports": [3306]}},
+                            "where")
 
 
 def lab_pillar(folder, minion, **globals_):

@@ -18,6 +18,13 @@ def test_ini_keeps_key_case_and_repeated_keys():
     assert "Key = 1" in out and out.count("multi =") == 2
 
 
+def test_a_mysql_option_file_is_merged_with_its_keys_that_stand_alone():
+    out = merge("my.cnf", "[mysqld]\nport = 3306\nskip-name-resolve\n", "[mysqld]\nmax_connections = 1001\n"
+                "skip-log-bin\n", "config/mariadb/my.cnf")
+    assert out.splitlines()[:5] == ["[mysqld]", "port = 3306", "skip-name-resolve", "max_connections = 1001",
+                                    "skip-log-bin"]
+
+
 def test_broken_override_names_file_and_line():
     with pytest.raises(ValidationError, match=r"config/keystone/keystone.conf:2: expected 'key = value'"):
         merge("keystone.conf", GENERATED, "[DEFAULT]\nthis is not ini\n", "config/keystone/keystone.conf")
