@@ -93,8 +93,10 @@ def test_each_host_has_folders_of_its_own(hosts):
 
 
 def kolla(*args, expect=0):
-    """kolla-salt through the lab's master."""
+    """kolla-salt through the lab's master (how long it took is printed: where the lab's time goes)."""
+    began = time.monotonic()
     proc = subprocess.run([KOLLA, "--lab", NAME, *args], capture_output=True, text=True, timeout=900)
+    print(f"kolla-salt {' '.join(args)}: {time.monotonic() - began:.1f} s")
     assert proc.returncode == expect, proc.stdout[-4000:] + proc.stderr[-4000:]
     return proc.stdout + proc.stderr
 

@@ -73,7 +73,13 @@ def my_cnf(folder, peers):
     pillar = build_pillar(folder, minion_id="host2", interfaces={"eth0": ["198.18.0.12"]},
                           peer_interfaces={h: {"eth0": [a]} for h, a in peers.items()})
     (mariadb,) = [s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"]
-    return mariadb["containers"][0]["files"]["my.cnf"]
+    return data_member(mariadb)["files"]["my.cnf"]
+
+
+def data_member(mariadb):
+    """The container of a mariadb service entry that holds the data (not its clustercheck)."""
+    (found,) = [c for c in mariadb["containers"] if c["spec"]["name"] == "t-mariadb"]
+    return found
 
 
 def test_mariadb_on_several_hosts_is_a_galera_member_of_all_of_them_and_alone_it_is_not(tmp_path):
@@ -100,21 +106,22 @@ def test_a_cluster_behind_haproxy_is_reached_on_the_vip_with_one_writer_checked_
     assert ["backup" in s for s in servers] == [False, True, True]     # one writer
     assert all("4569" in s and "shutdown-sessions" in s for s in servers)
     assert "@198.18.0.10:3306/keystone" in found["keystone"]["containers"][0]["files"]["keystone.conf"]
-    assert [c["spec"]["name"] for c in found["mariadb"]["containers"]] == ["t-mariadb", "t-mariadb_clustercheck"]
+    # The clustercheck first: a new member is taken into haproxy's traffic once it finds it up.
+    assert [c["spec"]["name"] for c in found["mariadb"]["containers"]] == ["t-mariadb_clustercheck", "t-mariadb"]
     # A member is drained in every haproxy before it stops (not swapped blue/green: one
     # port); its idle service connections are ended, the busy ones are made again
     # within connection_recycle_time, and the drain waits 30 s at most.
-    member = ContainerSpec.from_dict(found["mariadb"]["containers"][0]["spec"], "mariadb")
-    assert member.swap == "stop-first"
-    assert member.listen == {"backend": "mariadb", "address": "198.18.0.12", "ports": [3306], "drain_timeout": 30}
-    assert member.before_stop == ("kolla_mariadb_leave", "198.18.0.12", "3306", "25")
+    spec = ContainerSpec.from_dict(data_member(found["mariadb"])["spec"], "mariadb")
+    assert spec.swap == "stop-first"
+    assert spec.listen == {"backend": "mariadb", "address": "198.18.0.12", "ports": [3306], "drain_timeout": 30}
+    assert spec.before_stop == ("kolla_mariadb_leave", "198.18.0.12", "3306", "25")
     assert "connection_recycle_time = 10\n" in found["keystone"]["containers"][0]["files"]["keystone.conf"]
     # The all-in-one: one server on the host's own address, no clustercheck, no listen in haproxy.
     operator_folder(tmp_path)
     alone = {s["name"]: s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
     assert "@127.0.0.1:3306/keystone" in alone["keystone"]["containers"][0]["files"]["keystone.conf"]
     assert len(alone["mariadb"]["containers"]) == 1
-    alone_member = ContainerSpec.from_dict(alone["mariadb"]["containers"][0]["spec"], "mariadb")
+    alone_member = ContainerSpec.from_dict(data_member(alone["mariadb"])["spec"], "mariadb")
     assert (alone_member.listen, alone_member.before_stop) == ({}, ())
     assert "listen mariadb" not in alone["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
 

@@ -107,7 +107,7 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     write_secrets(tmp_path)
     pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]
     names = [s["name"] for s in pillar["services"]]
-    assert names == ["cron", "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "glance", "placement"]
+    assert names == ["cron", "haproxy", "mariadb", "rabbitmq", "memcached", "keystone", "glance", "placement"]
     keystone = pillar["services"][5]
     container = keystone["containers"][0]
     assert container["spec"]["name"] == "t-keystone"
@@ -117,7 +117,7 @@ def test_pillar_renders_config_json_and_keystone_conf(tmp_path):
     assert config["config_files"][0]["dest"] == "/etc/keystone/keystone.conf"
     assert [j["name"] for j in keystone["jobs"]][:2] == ["t-keystone_database", "t-keystone_db_expand"]
     # memcached only writes to stderr: kolla_start also copies it to its log folder.
-    memcached = yaml.safe_load(pillar["services"][3]["containers"][0]["files"]["config.json"])
+    memcached = yaml.safe_load(pillar["services"][4]["containers"][0]["files"]["config.json"])
     assert memcached["log_file"] == "/var/log/kolla/memcached/memcached.log"
     assert "log_file" not in config
     # The rotation rules come from globals.yml's cron_logrotate_* settings.
