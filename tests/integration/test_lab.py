@@ -602,6 +602,26 @@ def token_answered(host, password):
     return probe_from(host, f"token_request(5000, password, {VIP!r})()", password) is True
 
 
+def deploy_under_a_token_client(client_host, password, override, text, what):
+    """A deploy of a config override (`text` written to `override`: declared from then
+    on) while a client on `client_host` asks keystone for tokens through the VIP (each
+    token reads the database): (the deploy's output, the client's figures, when the
+    deploy began by the wall clock). The figures are printed, and when each failure came."""
+    override.parent.mkdir(parents=True, exist_ok=True)
+    probe = vip_client(client_host, admin_password=password)
+    try:
+        time.sleep(1)
+        override.write_text(text)
+        began, began_wall = time.monotonic(), time.time()
+        out = kolla("deploy")
+    finally:
+        seen = json.loads(probe.communicate(input="", timeout=120)[0])
+    print(f"{what}: {seen['sent']} token requests, {seen['failed']} failed, longest gap {seen['gap']:.2f} s")
+    for failure in seen["failures"]:
+        print(f"  failed {failure['at'] - began:.1f} s into the deploy, after {failure['took']} s: {failure['why']}")
+    return out, seen, began_wall
+
+
 def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_without_a_failed_request(
         hosts, cloud, clusters):
     """keystone grown from host1 to all three hosts (with the database; memcached is on
@@ -651,21 +671,11 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
                       password) == [True, True, True]
     assert validated_everywhere(2)[1] == [True, True, True]
 
-    override = Path(cloud["lab"].config_dir()) / "config" / "keystone" / "keystone.conf"
-    override.parent.mkdir(parents=True, exist_ok=True)
     holder = vip_off(hosts, "host1")
-    probe = vip_client(next(h for h in hosts if h["name"] not in ("host1", holder)), admin_password=password)
-    try:
-        time.sleep(1)
-        override.write_text("[DEFAULT]\nmax_param_size = 66\n")   # declared from now on
-        began, began_wall = time.monotonic(), time.time()
-        out = kolla("deploy")
-    finally:
-        seen = json.loads(probe.communicate(input="", timeout=120)[0])
-    print(f"keystone replaced on 3 hosts one at a time, VIP on {holder}: {seen['sent']} token requests, "
-          f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s")
-    for failure in seen["failures"]:
-        print(f"  failed {failure['at'] - began:.1f} s into the deploy, after {failure['took']} s: {failure['why']}")
+    out, seen, began_wall = deploy_under_a_token_client(
+        next(h for h in hosts if h["name"] not in ("host1", holder)), password,
+        Path(cloud["lab"].config_dir()) / "config" / "keystone" / "keystone.conf", "[DEFAULT]\nmax_param_size = 66\n",
+        f"keystone replaced on 3 hosts one at a time, VIP on {holder}")
     for host in hosts:   # when each host's new keystone started and its old one stopped (s into the deploy)
         new = engine(host).containers.get("keystone")
         old = engine(host).containers.get(f"keystone.gen{int(new.labels['kolla.generation']) - 1}")
@@ -682,27 +692,15 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
 
 def test_galera_members_are_replaced_one_at_a_time_without_a_failed_request(hosts, cloud, clusters):
     """A change to the database's configuration replaces the three Galera members one
-    at a time while a client asks keystone for tokens through the VIP (each token
-    reads the database): before a member stops, every haproxy sends new connections
+    at a time while a client asks keystone for tokens through the VIP: before a member stops, every haproxy sends new connections
     to the next member, the member ends keystone's idle pooled connections and the
     busy ones are made again within connection_recycle_time, so that stopping it cuts
     no query. Each member is Synced, with every row, before the next one stops."""
     password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
-    override = Path(cloud["lab"].config_dir()) / "config" / "mariadb" / "my.cnf"
-    override.parent.mkdir(parents=True, exist_ok=True)
     before = [rows(h) for h in hosts]
-    probe = vip_client(hosts[2], admin_password=password)
-    try:
-        time.sleep(1)
-        override.write_text("[mysqld]\nmax_connections = 1001\n")   # declared from now on
-        began = time.monotonic()
-        out = kolla("deploy")
-    finally:
-        seen = json.loads(probe.communicate(input="", timeout=120)[0])
-    print(f"Galera members replaced one at a time under a token client through the VIP: {seen['sent']} requests, "
-          f"{seen['failed']} failed, longest gap {seen['gap']:.2f} s; the deploy {time.monotonic() - began:.1f} s")
-    for failure in seen["failures"]:
-        print(f"  failed {failure['at'] - began:.1f} s into the deploy, after {failure['took']} s: {failure['why']}")
+    out, seen, _ = deploy_under_a_token_client(
+        hosts[2], password, Path(cloud["lab"].config_dir()) / "config" / "mariadb" / "my.cnf",
+        "[mysqld]\nmax_connections = 1001\n", "Galera members replaced one at a time")
     for host in hosts:
         assert f"{host['name']}: changed mariadb: mariadb recreated" in out, out
         assert f"{host['address']}:3306 drained in the haproxy of host1, host2, host3" in out, out
