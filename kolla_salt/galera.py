@@ -105,11 +105,11 @@ def _query(container, sql):
     return result.output.decode(errors="replace").strip() if result.exit_code == 0 else None
 
 
-def member_spec(service):
+def member(service):
     """The container of a mariadb service entry (pillar) that holds the datadir (beside
-    it, on a cluster: its clustercheck)."""
-    return next(c["spec"] for c in service["containers"]
-                if any(v.split(":")[1] == DATADIR for v in c["spec"]["volumes"]))
+    it, on a cluster: its clustercheck, which has no volume)."""
+    return next(c for c in service["containers"]
+                if any(v.split(":")[1] == DATADIR for v in c["spec"].get("volumes", ())))
 
 
 def _grastate(datadir):

@@ -11,13 +11,13 @@ def __virtual__():
 def _member():
     import docker
 
-    from kolla_salt.galera import member_spec
+    from kolla_salt.galera import member
     from kolla_salt.spec import ContainerSpec
     # A fresh pillar: the master asks before the deploy that may change this host's roles.
     service = next((s for s in __salt__["pillar.items"](unmask=True)["kolla"]["services"] if s["name"] == "mariadb"), None)
     if service is None:
         raise ValueError(f"{__opts__['id']}: mariadb is not declared for this host")
-    spec = member_spec(service)
+    spec = member(service)["spec"]
     return docker.from_env(timeout=120), ContainerSpec.from_dict(dict(spec), where=f"spec of {spec['name']}")
 
 

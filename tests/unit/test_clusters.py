@@ -3,6 +3,7 @@ deploying; which member a recovery bootstraps from), a member's my.cnf and
 haproxy's entry for it; RabbitMQ's peer discovery. On one host, none of it."""
 import pytest
 
+from kolla_salt import galera
 from kolla_salt.galera import GaleraRefused, parse_grastate, plan, recovery_choice
 from kolla_salt.inventory import build_pillar
 from kolla_salt.spec import ContainerSpec
@@ -73,13 +74,7 @@ def my_cnf(folder, peers):
     pillar = build_pillar(folder, minion_id="host2", interfaces={"eth0": ["198.18.0.12"]},
                           peer_interfaces={h: {"eth0": [a]} for h, a in peers.items()})
     (mariadb,) = [s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"]
-    return data_member(mariadb)["files"]["my.cnf"]
-
-
-def data_member(mariadb):
-    """The container of a mariadb service entry that holds the data (not its clustercheck)."""
-    (found,) = [c for c in mariadb["containers"] if c["spec"]["name"] == "t-mariadb"]
-    return found
+    return galera.member(mariadb)["files"]["my.cnf"]
 
 
 def test_mariadb_on_several_hosts_is_a_galera_member_of_all_of_them_and_alone_it_is_not(tmp_path):
@@ -111,7 +106,7 @@ def test_a_cluster_behind_haproxy_is_reached_on_the_vip_with_one_writer_checked_
     # A member is drained in every haproxy before it stops (not swapped blue/green: one
     # port); its idle service connections are ended, the busy ones are made again
     # within connection_recycle_time, and the drain waits 30 s at most.
-    spec = ContainerSpec.from_dict(data_member(found["mariadb"])["spec"], "mariadb")
+    spec = ContainerSpec.from_dict(galera.member(found["mariadb"])["spec"], "mariadb")
     assert spec.swap == "stop-first"
     assert spec.listen == {"backend": "mariadb", "address": "198.18.0.12", "ports": [3306], "drain_timeout": 30}
     assert spec.before_stop == ("kolla_mariadb_leave", "198.18.0.12", "3306", "25")
@@ -121,7 +116,7 @@ def test_a_cluster_behind_haproxy_is_reached_on_the_vip_with_one_writer_checked_
     alone = {s["name"]: s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
     assert "@127.0.0.1:3306/keystone" in alone["keystone"]["containers"][0]["files"]["keystone.conf"]
     assert len(alone["mariadb"]["containers"]) == 1
-    alone_member = ContainerSpec.from_dict(data_member(alone["mariadb"])["spec"], "mariadb")
+    alone_member = ContainerSpec.from_dict(galera.member(alone["mariadb"])["spec"], "mariadb")
     assert (alone_member.listen, alone_member.before_stop) == ({}, ())
     assert "listen mariadb" not in alone["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
 
