@@ -492,10 +492,20 @@ def test_a_nova_compute_whose_start_failed_is_unhealthy_until_it_starts_again(cl
         result = compute.exec_run(check)
         return result.exit_code, result.output.decode()
 
+    def libvirt_failures():
+        """How often nova-compute's log says its connection to libvirt failed."""
+        found = compute.exec_run(["grep", "-c", "Connection to libvirt failed", "/var/log/kolla/nova/nova-compute.log"])
+        return int(found.output.decode().strip() or 0)
+
     libvirt.stop(timeout=20)
     try:
+        before = libvirt_failures()
         compute.restart(timeout=5)   # a nova-compute stuck in its start ends only when killed
-        wait_for("failed start", lambda: "has not reported its state since its start" in checked()[1], 60)
+        # Its start failed once its log says so: its check says "not reported since its
+        # start" from the restart on, also while it still loads (on a busy host, long
+        # enough for libvirt to be back before it connects, and then it starts well).
+        wait_for("failed start", lambda: libvirt_failures() > before, 120)
+        assert "has not reported its state since its start" in checked()[1]
     finally:
         libvirt.start()
     wait_for("libvirt", lambda: libvirt.exec_run(["virsh", "--connect", "qemu:///system", "list"]).exit_code == 0, 60)
