@@ -31,7 +31,7 @@ from .errors import ValidationError
 from .merge import merge
 from .pins import Pins
 from .releases import load_releases
-from .spec import ContainerSpec, is_port, port_pair_problems
+from .spec import ContainerSpec, is_one_port, is_port, port_pair_problems
 
 def _read_yaml(path, problems, kind=dict):
     try:
@@ -629,7 +629,7 @@ def loadbalancer_entries(definitions, addresses, problems):
             found += [f"{where}.{key}: unknown key (known: {', '.join(LOADBALANCER_KEYS)})"
                       for key in block if key not in LOADBALANCER_KEYS]
             ports = block.get("listen_ports")
-            if ports is not None and not (isinstance(ports, list) and len(ports) == 1 and is_port(ports[0])):
+            if ports is not None and not is_one_port(ports):
                 found += port_pair_problems(ports, f"{where}.listen_ports")
             for key in ("timeout", "drain_timeout"):
                 try:

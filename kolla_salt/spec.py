@@ -263,6 +263,11 @@ def is_port(value):
     return isinstance(value, int) and not isinstance(value, bool) and 0 < value < 65536
 
 
+def is_one_port(ports):
+    """The ports of a service behind haproxy that is not swapped blue/green: one port."""
+    return isinstance(ports, list) and len(ports) == 1 and is_port(ports[0])
+
+
 def port_pair_problems(ports, where):
     """The two ports a blue-green service listens on in turn (a spec's listen.ports, a
     service folder's loadbalancer listen_ports): two different port numbers."""
@@ -276,7 +281,7 @@ def _listen_problems(listen, swap, where):
     ports = listen.get("ports")
     if ports is not None and swap == "blue-green":
         problems.extend(port_pair_problems(ports, f"{where}.ports"))
-    elif ports is not None and not (isinstance(ports, list) and len(ports) == 1 and is_port(ports[0])):
+    elif ports is not None and not is_one_port(ports):
         problems.append(f"{where}.ports: expected one port number (a '{swap}' swap listens on one), got {ports!r}")
     drain_timeout = listen.get("drain_timeout", 1)
     if not isinstance(drain_timeout, int) or isinstance(drain_timeout, bool) or drain_timeout < 1:

@@ -83,8 +83,9 @@ def test_a_spec_behind_haproxy_needs_a_backend_an_address_and_two_ports_only_whe
                                               r"listens on one\), got \[1, 2\]"):
         ContainerSpec.from_dict({"name": "api", "image": "i", "swap": "overlap",
                                  "listen": {"backend": "api", "address": "a", "ports": [1, 2]}}, "where")
-    ContainerSpec.from_dict({"name": "db", "image": "i", "listen": {"backend": "db", "address": "a", "ports": [3306]}},
-                            "where")
+    member = ContainerSpec.from_dict({"name": "db", "image": "i",
+                                      "listen": {"backend": "db", "address": "a", "ports": [3306]}}, "where")
+    assert (member.swap, member.listen["ports"]) == ("stop-first", [3306])
 
 
 def lab_pillar(folder, minion, **globals_):
