@@ -49,11 +49,11 @@ def upload_guest(run, docker_client, image, folder, prefix):
     run("subnet", "create", "--network", f"{prefix}servers", "--subnet-range", "198.18.21.0/24", f"{prefix}servers")
 
 
-def boot_server(run, prefix, name="server"):
-    """`server create --wait` of the guest on its network (named prefix + name): the
-    server as `server show` has it."""
+def boot_server(run, prefix, name="server", options=()):
+    """`server create --wait` of the guest on its network (named prefix + name; more
+    `server create` options in `options`): the server as `server show` has it."""
     server_id = run("server", "create", "--image", f"{prefix}guest", "--flavor", f"{prefix}small", "--network",
-                    f"{prefix}servers", "--wait", f"{prefix}{name}", "-c", "id").strip()
+                    f"{prefix}servers", *options, "--wait", f"{prefix}{name}", "-c", "id").strip()
     return json.loads(run("server", "show", server_id, "-f", "json", values=False))
 
 
@@ -79,6 +79,6 @@ def remove_guest(run, prefix):
     servers = attempt("server", "list", "--name", f"^{prefix}", "-f", "value", "-c", "ID").split()
     if servers:
         attempt("server", "delete", "--wait", *servers)
-    for kind, name in (("port", "prober"), ("network", "servers"), ("flavor", "small"), ("image", "guest"),
+    for kind, name in (("port", "prober"), ("network", "servers"), ("flavor", "small"), ("keypair", "key"), ("image", "guest"),
                        ("image", "kernel"), ("image", "ramdisk")):
         attempt(kind, "delete", f"{prefix}{name}")

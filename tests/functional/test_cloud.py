@@ -44,6 +44,7 @@ SERVER = "kstcloud-vm"   # a test namespace standing in for a server's plugged i
 PROBER = "kstcloud-host"   # a test host on the servers' network (its own port there)
 VIP = default_settings()["kolla_internal_vip_address"]   # on loopback: the all-in-one's
 NEXT = "2026.2"   # the release after the default
+USER_DATA = "kst-user-data from the operator"   # what the guest says its config drive holds
 
 
 @pytest.fixture(scope="module")
@@ -527,8 +528,13 @@ def server(cloud, docker_client, tmp_path_factory):
     try:
         upload_guest(env.openstack, docker_client, f"{IMAGES}/guest:{release_tag(default_settings())}",
                      tmp_path_factory.mktemp("guest"), "kst-")
+        # A keypair and user data: the guest reads both from its config drive (nova's metadata).
+        env.openstack("keypair", "create", "kst-key", values=False)
+        public_key = env.openstack("keypair", "show", "--public-key", "kst-key", values=False).strip()
+        user_data = tmp_path_factory.mktemp("user-data") / "user-data"
+        user_data.write_text(USER_DATA + "\n")
         started = time.monotonic()
-        shown = boot_server(env.openstack, "kst-")
+        shown = boot_server(env.openstack, "kst-", options=("--key-name", "kst-key", "--user-data", str(user_data)))
         # Bound to the server's host as nova binds the server's port: neutron sets an unbound port ACTIVE never.
         prober = json.loads(env.openstack("port", "create", "--network", "kst-servers", "--host",
                                           shown["OS-EXT-SRV-ATTR:host"], "kst-prober", "-f", "json", values=False))
@@ -538,7 +544,7 @@ def server(cloud, docker_client, tmp_path_factory):
              f"external_ids:iface-id={prober['id']}"])
         assert plug.exit_code == 0, plug.output.decode()
         yield {"id": shown["id"], "started": started, "instance": shown["OS-EXT-SRV-ATTR:instance_name"],
-               "address": shown["addresses"]["kst-servers"][0], "prober": prober["id"]}
+               "address": shown["addresses"]["kst-servers"][0], "prober": prober["id"], "public_key": public_key}
     finally:
         unplug_test_host(PROBER)
         remove_guest(env.openstack, "kst-")
@@ -558,7 +564,8 @@ def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_net
     """`server create` gets an ACTIVE server with an address on the network (its port
     plugged into the integration bridge and bound by OVN); `console log show` has its
     boot message, then the address it took by DHCP (OVN's native DHCP, from neutron's
-    subnet): the server's own address; a test host on the same network pings it."""
+    subnet): the server's own address, then what its config drive holds (its hostname,
+    the keypair's public key, the user data); a test host on the same network pings it."""
     env = cloud
     assert env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE"
     assert server["address"].startswith("198.18.21.")
@@ -568,6 +575,12 @@ def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_net
     wait_for("address from DHCP", lambda: "kolla-salt guest: address" in console_log(env, server), 60)
     assert f"kolla-salt guest: address {server['address']}/24 on eth0" in console_log(env, server)
     print(f"server: from `server create` to its address {time.monotonic() - server['started']:.1f} s")
+    # nova's metadata on the config drive (no metadata service): what cloud-init would read.
+    wait_for("config drive", lambda: "kolla-salt guest: user data" in console_log(env, server), 30)
+    said = console_log(env, server)
+    assert "kolla-salt guest: config drive hostname kst-server" in said, said
+    assert f"kolla-salt guest: authorized key {server['public_key']}" in said, said
+    assert f"kolla-salt guest: user data {USER_DATA}" in said, said
     wait_for("ACTIVE test host port", lambda: env.openstack("port", "show", server["prober"], "-c",
                                                             "status").strip() == "ACTIVE", 60)
     wait_for("answer to ping", lambda: answers_ping(server), 30)
