@@ -528,7 +528,7 @@ def cmd_status(args):
 def _status_through_master(args, pins):
     """Every host's containers (kolla_container.status on each minion)."""
     from .status import render_hosts
-    found = args.master.ask_all("kolla_container.status", timeout=30)
+    found = args.master.ask_all("kolla_container.status")
     hosts = {host: ret for host, ret in found.items() if isinstance(ret, dict) and "containers" in ret}
     silent = {host: f"its Docker engine does not answer ({ret['engine_error']})" if isinstance(ret, dict)
               else ret or "its salt-minion does not answer the master"

@@ -24,6 +24,10 @@ SALT_BIN = Path(sys.executable).parent
 # What `saltutil.sync_all` copies from the checkout's salt/_<kind> (the master's
 # file_roots) to each minion's extmods/<kind>.
 SYNCED = ("beacons", "grains", "modules", "states")
+# `salt -t` when every minion is asked something quick: a minion still working after
+# it is asked again (find_job) and waited for; one that does not answer costs this
+# plus the master's gather_job_timeout (10 s), which `status` and preflight wait.
+ANSWER_SECONDS = 10
 
 
 def synced_version(folder_of):
@@ -78,7 +82,7 @@ class Master:
         except (json.JSONDecodeError, KeyError):
             raise KollaError(f"salt-key: {(proc.stderr or proc.stdout).strip()[-500:]}")
 
-    def ask_all(self, function, timeout):
+    def ask_all(self, function, timeout=ANSWER_SECONDS):
         """{accepted minion: its return of FUNCTION, None when it does not answer}
         (`salt '*'` leaves out minions that do not answer: salt-key lists them; both
         asked at once)."""
@@ -164,12 +168,12 @@ class Master:
         hosts running other module code than the checkout's are synced first
         (saltutil.sync_all)."""
         local = synced_version(lambda kind: paths.REPO / "salt" / f"_{kind}")
-        facts = self.ask_all("kolla_container.facts", timeout=10)
+        facts = self.ask_all("kolla_container.facts")
         stale = [m for m, f in facts.items() if f is not None and (not isinstance(f, dict) or f["code"] != local)]
         if stale:
             self.out(f"[master] syncing the checkout's Salt modules to {', '.join(stale)}")
             self.returns(stale, "saltutil.sync_all", timeout=120)
-            facts.update(self.returns(stale, "kolla_container.facts", timeout=10))
+            facts.update(self.returns(stale, "kolla_container.facts", timeout=ANSWER_SECONDS))
         return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
 
     def refresh_pillars(self):
