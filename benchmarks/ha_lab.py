@@ -4,13 +4,14 @@ name, kbench; removed at the end): every host a control host (mariadb as a Galer
 cluster, rabbitmq as a cluster, memcached, keystone, haproxy and keepalived with
 the VIP 198.18.0.10). Figures:
   - the HA deploy through the master from built images (the hosts pull);
+  - the clients below with nothing changing (at rest): the rate the lab answers;
   - a rolling keystone upgrade to a new image, host by host, while clients in a
     host's namespace ask through the VIP (a token client and --listers project
     listers): requests sent, failed, longest gap (goal: 0 failed of >= 2,000);
   - the same for mariadb's Galera members (keystone's requests read the database);
   - VIP failover seen by a client: the holder's keepalived stopped;
   - Galera recovery after every member stopped (`mariadb-recovery`).
-Usage: .venv/bin/python benchmarks/ha_lab.py [--help] [--listers N] [--every S]"""
+Usage: .venv/bin/python benchmarks/ha_lab.py [--help] [--listers N] [--every S] [--rest S]"""
 import argparse
 import io
 import json
@@ -37,10 +38,17 @@ def client(host, password=None, *args):
 
 
 def figures(probe):
-    """What a client counted, and why its first failures failed."""
+    """What a client counted (and the rate it reached: below the rate asked for, the
+    lab is saturated and every extra load lengthens the answers), and when and why
+    its first failures failed."""
     seen = json.loads(probe.communicate(input="", timeout=300)[0])
-    why = "".join(f"\n    a request failed after {f['took']} s: {f['why']}" for f in seen["failures"])
-    return f"{seen['sent']} requests, {seen['failed']} failed, longest gap {seen['gap']:.2f} s{why}", seen
+    wall = time.time() - time.monotonic()   # the probe's times are this machine's monotonic clock
+    why = "".join(f"\n    a request sent at {time.strftime('%H:%M:%S', time.gmtime(f['at'] + wall))} failed after "
+                  f"{f['took']} s: {f['why']}" for f in seen["failures"])
+    answers = seen["answers"]
+    rate = (len(answers) - 1) / (answers[-1] - answers[0]) if len(answers) > 1 else 0
+    return (f"{seen['sent']} requests ({rate:.1f} answered/s), {seen['failed']} failed, "
+            f"longest gap {seen['gap']:.2f} s{why}"), seen
 
 
 def vip_holder(hosts, other_than=None, timeout=30):
@@ -59,6 +67,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--listers", type=int, default=3, help="clients listing projects during the upgrade")
     parser.add_argument("--every", type=float, default=0.02, help="seconds between two requests of a client")
+    parser.add_argument("--rest", type=float, default=30, help="seconds the clients run before any upgrade")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from kolla_salt.build import image_ref, push
@@ -84,6 +93,13 @@ def main():
 
         holder, _ = vip_holder(hosts)
         watcher = next(h for h in hosts if h is not holder)
+        load = ["--every", str(args.every), "--listers", str(args.listers), "--limit", "100000"]
+        # The same clients with nothing changing: what the upgrades' figures compare with
+        # (once keystone issues their token: right after the deploy it is still busy).
+        probe = client(watcher, password, *load, "--settle", "120")
+        time.sleep(args.rest)
+        text, _ = figures(probe)
+        print(f"at rest, {args.rest:.0f} s (VIP on {holder['name']}, clients on {watcher['name']}): {text}")
 
         def rolling_upgrade(service):
             """`service` upgraded host by host to a really new image (the built one plus a
@@ -96,8 +112,7 @@ def main():
                                tag=ref, rm=True)
             new_refs.append(ref)
             push(ref, insecure=True, netns=lab.master().netns)
-            probe = client(watcher, password, "--every", str(args.every), "--listers", str(args.listers),
-                           "--limit", "100000")
+            probe = client(watcher, password, *load)
             time.sleep(2)
             settings[f"{service}_tag"] = tag
             (folder / "globals.yml").write_text(yaml.safe_dump(settings))

@@ -121,13 +121,22 @@ def main(argv=None):
     parser.add_argument("--limit", type=int, default=2000, help="requests per client at most")
     parser.add_argument("--listers", type=int, default=0, help="with a password: clients listing projects")
     parser.add_argument("--timeout", type=float, default=5, help="seconds a request may take before it counts as failed")
+    parser.add_argument("--settle", type=float, default=0,
+                        help="with --listers: seconds to keep asking for their token before counting starts")
     args = parser.parse_args(argv)
     password = os.environ.get("KST_ADMIN_PASSWORD")
     if password:
         probers = [Prober(token_request(args.port, password, args.address, timeout=args.timeout), args.every, args.limit)]
         if args.listers:
-            with token_issue(args.port, password, args.address, project="admin", timeout=10) as answer:
-                token = answer.headers["X-Subject-Token"]
+            settled = time.monotonic() + args.settle
+            while True:
+                try:
+                    with token_issue(args.port, password, args.address, project="admin", timeout=10) as answer:
+                        token = answer.headers["X-Subject-Token"]
+                    break
+                except OSError:   # (urllib's errors and timeouts are OSErrors)
+                    if time.monotonic() > settled:
+                        raise
             probers += [Prober(projects_listed(args.port, token, args.address), args.every, args.limit)
                         for _ in range(args.listers)]
     else:
