@@ -25,9 +25,10 @@ def openstack(config_dir, *args, values=True):
 def upload_guest(run, docker_client, image, folder, prefix):
     """The guest image's kernel and initramfs uploaded to glance (`<prefix>kernel`,
     `<prefix>ramdisk`) with a disk image naming them (`<prefix>guest`), a flavor
-    `<prefix>small` and a network with its subnet `<prefix>servers` (198.18.21.0/24).
-    `run`: openstack with this cloud's config bound. The images are public: every
-    project boots the guest (tempest's test projects too)."""
+    `<prefix>small`, a network with its subnet `<prefix>servers` (198.18.21.0/24) and a
+    keypair `<prefix>key`, whose public key it returns (the guest says which keys its
+    config drive gave it). `run`: openstack with this cloud's config bound. The images
+    are public: every project boots the guest (tempest's test projects too)."""
     guest = docker_client.containers.create(image, "true")
     try:
         for name in ("vmlinuz", "initrd.img"):
@@ -47,13 +48,16 @@ def upload_guest(run, docker_client, image, folder, prefix):
     run("flavor", "create", "--ram", "128", "--disk", "1", "--vcpus", "1", f"{prefix}small")
     run("network", "create", f"{prefix}servers")
     run("subnet", "create", "--network", f"{prefix}servers", "--subnet-range", "198.18.21.0/24", f"{prefix}servers")
+    run("keypair", "create", f"{prefix}key", values=False)   # (the client makes it; the private key is not kept)
+    return run("keypair", "show", "--public-key", f"{prefix}key", values=False).strip()
 
 
 def boot_server(run, prefix, name="server", options=()):
-    """`server create --wait` of the guest on its network (named prefix + name; more
-    `server create` options in `options`): the server as `server show` has it."""
+    """`server create --wait` of the guest on its network with its keypair (named prefix
+    + name; more `server create` options in `options`): the server as `server show` has it."""
     server_id = run("server", "create", "--image", f"{prefix}guest", "--flavor", f"{prefix}small", "--network",
-                    f"{prefix}servers", *options, "--wait", f"{prefix}{name}", "-c", "id").strip()
+                    f"{prefix}servers", "--key-name", f"{prefix}key", *options, "--wait", f"{prefix}{name}",
+                    "-c", "id").strip()
     return json.loads(run("server", "show", server_id, "-f", "json", values=False))
 
 
@@ -79,6 +83,6 @@ def remove_guest(run, prefix):
     servers = attempt("server", "list", "--name", f"^{prefix}", "-f", "value", "-c", "ID").split()
     if servers:
         attempt("server", "delete", "--wait", *servers)
-    for kind, name in (("port", "prober"), ("network", "servers"), ("flavor", "small"), ("keypair", "key"), ("image", "guest"),
-                       ("image", "kernel"), ("image", "ramdisk")):
+    for kind, name in (("port", "prober"), ("network", "servers"), ("flavor", "small"), ("keypair", "key"),
+                       ("image", "guest"), ("image", "kernel"), ("image", "ramdisk")):
         attempt(kind, "delete", f"{prefix}{name}")

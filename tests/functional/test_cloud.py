@@ -526,15 +526,14 @@ def server(cloud, docker_client, tmp_path_factory):
     same network through a neutron port of its own, plugged into the integration bridge."""
     env = cloud
     try:
-        upload_guest(env.openstack, docker_client, f"{IMAGES}/guest:{release_tag(default_settings())}",
-                     tmp_path_factory.mktemp("guest"), "kst-")
-        # A keypair and user data: the guest reads both from its config drive (nova's metadata).
-        env.openstack("keypair", "create", "kst-key", values=False)
-        public_key = env.openstack("keypair", "show", "--public-key", "kst-key", values=False).strip()
+        public_key = upload_guest(env.openstack, docker_client, f"{IMAGES}/guest:{release_tag(default_settings())}",
+                                  tmp_path_factory.mktemp("guest"), "kst-")
+        assert public_key.startswith("ssh-"), public_key   # a real key: the guest must say this one
+        # User data beside the keypair: the guest reads both from its config drive (nova's metadata).
         user_data = tmp_path_factory.mktemp("user-data") / "user-data"
         user_data.write_text(USER_DATA + "\n")
         started = time.monotonic()
-        shown = boot_server(env.openstack, "kst-", options=("--key-name", "kst-key", "--user-data", str(user_data)))
+        shown = boot_server(env.openstack, "kst-", options=("--user-data", str(user_data)))
         # Bound to the server's host as nova binds the server's port: neutron sets an unbound port ACTIVE never.
         prober = json.loads(env.openstack("port", "create", "--network", "kst-servers", "--host",
                                           shown["OS-EXT-SRV-ATTR:host"], "kst-prober", "-f", "json", values=False))
