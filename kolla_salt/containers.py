@@ -38,6 +38,11 @@ CAPABILITIES = (
     "WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF CHECKPOINT_RESTORE").split()
 
 JOBS_REMEMBERED = 5   # successful job runs remembered per job (see job_pending)
+# A one-shot job (a schema migration, a bootstrap) gets a quarter of a service
+# container's CPU weight (Docker's default 1024): when the host is busy, the
+# services that answer users come first and the job takes longer. Idle, it gets
+# every core it can use.
+JOB_CPU_SHARES = 256
 
 
 def capabilities_missing_from_bounding_set(status_file="/proc/self/status"):
@@ -754,6 +759,7 @@ class ContainerManager:
         if spec.config_dir:
             args["volumes"][spec.config_dir] = {"bind": CONFIG_MOUNT, "mode": "ro"}
         args["restart_policy"] = None
+        args["cpu_shares"] = JOB_CPU_SHARES
         args.pop("healthcheck")
         container = self.client.containers.create(
             name=spec.name, labels={**spec.labels, LABEL_JOB: "true", LABEL_SET: spec.set_path}, **args)

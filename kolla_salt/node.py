@@ -20,6 +20,15 @@ from . import paths
 from .master import SALT_BIN
 
 
+# The daemons run below the services' priority. Their work comes in bursts (a pillar
+# per minion, rendering states, comparing containers: more than the 2 cores of a
+# lab host for seconds at the end of an upgrade) that would otherwise take the CPU
+# from the services users reach on the same host, and a request waiting behind them
+# failed. What they start keeps the normal priority: containers are the engine's
+# children, not theirs.
+DAEMON_NICENESS = 10
+
+
 def master_config(root, master_id, address, operator_folder):
     return {
         "id": master_id, "interface": address, "root_dir": str(root), "user": "root",
@@ -66,6 +75,7 @@ def main(argv=None):
               minion_config(args.root, args.id, args.master, dict(g.split("=", 1) for g in args.grain)))
     (args.root / args.role).write_text(yaml.safe_dump(config))
     daemon = str(SALT_BIN / f"salt-{args.role}")
+    os.nice(DAEMON_NICENESS)
     os.execv(daemon, [daemon, "-c", str(args.root), "-l", "quiet"])
 
 
