@@ -8,7 +8,9 @@ the VIP 198.18.0.10). Figures:
   - a rolling keystone upgrade to a new image, host by host, while clients in a
     host's namespace ask through the VIP (a token client and --listers project
     listers): requests sent, failed, longest gap (goal: 0 failed of >= 2,000);
-  - the same for mariadb's Galera members (keystone's requests read the database);
+  - the same for mariadb's Galera members (keystone's requests read the database)
+    and for memcached (keystone's cache); RabbitMQ's nodes under a client that
+    publishes to a quorum queue and reads back;
   - VIP failover seen by a client: the holder's keepalived stopped;
   - Galera recovery after every member stopped (`mariadb-recovery`).
 Usage: .venv/bin/python benchmarks/ha_lab.py [--help] [--listers N] [--every S] [--rest S]"""
@@ -30,11 +32,12 @@ LAB, VIP = "kbench", "198.18.0.10"
 PROBES = str(Path(__file__).resolve().parent.parent / "tests" / "probes.py")
 
 
-def client(host, password=None, *args):
-    """tests/probes.py through the VIP in `host`'s namespace; .communicate(input="") ends it."""
+def client(host, password=None, *args, env=None):
+    """tests/probes.py in `host`'s namespace (keystone through the VIP unless `args`
+    say otherwise); .communicate(input="") ends it."""
     return subprocess.Popen(["ip", "netns", "exec", host["namespace"], sys.executable, PROBES, "--address", VIP,
                              *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, **({"KST_ADMIN_PASSWORD": password} if password else {})})
+                            env={**os.environ, **({"KST_ADMIN_PASSWORD": password} if password else {}), **(env or {})})
 
 
 def figures(probe):
@@ -101,9 +104,10 @@ def main():
         text, _ = figures(probe)
         print(f"at rest, {args.rest:.0f} s (VIP on {holder['name']}, clients on {watcher['name']}): {text}")
 
-        def rolling_upgrade(service):
+        def rolling_upgrade(service, probe=None):
             """`service` upgraded host by host to a really new image (the built one plus a
-            label, in the lab's registry) under clients on `watcher`; its figures."""
+            label, in the lab's registry) under clients on `watcher` (keystone's, or
+            `probe`: a client's Popen); its figures."""
             lab_settings = load_settings(folder)
             current = local.images.get(image_ref(lab_settings, service))
             tag = "kbench-rolling"
@@ -112,7 +116,7 @@ def main():
                                tag=ref, rm=True)
             new_refs.append(ref)
             push(ref, insecure=True, netns=lab.master().netns)
-            probe = client(watcher, password, *load)
+            probe = probe or client(watcher, password, *load)
             time.sleep(2)
             settings[f"{service}_tag"] = tag
             (folder / "globals.yml").write_text(yaml.safe_dump(settings))
@@ -127,6 +131,18 @@ def main():
         # Galera members one at a time, each drained in every haproxy first (its
         # clients' connections move to the next member before it stops).
         rolling_upgrade("mariadb")
+        # memcached members one at a time: keystone caches tokens and their
+        # validations in all three (the clients' requests use them).
+        rolling_upgrade("memcached")
+        # RabbitMQ nodes one at a time, each drained first (maintenance mode: its
+        # clients move to the other nodes, its quorum queues elect leaders there),
+        # under a client that publishes to a quorum queue and reads back, moving to
+        # the next node when one closes its connection (as oslo.messaging does).
+        passwords = yaml.safe_load((folder / "passwords.yml").read_text())
+        nodes = ",".join(h["address"] for h in hosts)
+        rolling_upgrade("rabbitmq", client(watcher, None, "--amqp", nodes, "--every", str(args.every), "--limit", "100000",
+                                           env={"KST_AMQP_USER": load_settings(folder)["rabbitmq_user"],
+                                                "KST_AMQP_PASSWORD": passwords["rabbitmq_password"]}))
 
         probe = client(watcher)
         time.sleep(2)

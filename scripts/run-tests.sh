@@ -19,8 +19,8 @@ if ! flock -n 9; then
 fi
 if [ $# -gt 0 ]; then set -- "$@"; else set -- "${DEFAULT[@]}"; fi
 # fd 9 (the lock) stays with this shell: a daemon a test leaks must not hold it.
-# The 15 slowest steps are listed at the end: where the suite's time goes.
-.venv/bin/pytest -v -p no:cacheprovider --durations=15 "$@" 9>&-
+# The 30 slowest steps are listed at the end: where the suite's time goes.
+.venv/bin/pytest -v -p no:cacheprovider --durations=30 "$@" 9>&-
 rc=$?
 if [ $rc -eq 5 ]; then echo "run-tests: pytest collected no tests" >&2; exit 1; fi
 exit $rc

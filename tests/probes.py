@@ -4,6 +4,7 @@ zero-failure tests and the outage benchmarks (benchmarks/common.py) use them.
 Run as a script, it is such a client in a lab host's namespace (see main):
     ip netns exec NS python tests/probes.py --address 198.18.0.10 --every 0.05"""
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -108,14 +109,57 @@ def projects_listed(port, token, address="127.0.0.1"):
     return probe
 
 
+def amqp_round_trip(addresses, user, password, port=5672, timeout=5, queue="kst-probe"):
+    """A probe: a message published to a quorum queue through a RabbitMQ node of
+    `addresses`, confirmed by the broker, and read back, as an OpenStack service's RPC
+    does. A connection the node closes (drained, stopped) moves to the next node, as
+    oslo.messaging's does; the call fails when no node serves it within `timeout` s."""
+    import amqp   # only this probe needs it (the test extras install it)
+    state = {"connection": None, "node": 0}
+
+    def channel():
+        if state["connection"] is None:
+            address = addresses[state["node"] % len(addresses)]
+            state["node"] += 1
+            connection = amqp.Connection(f"{address}:{port}", userid=user, password=password, connect_timeout=timeout,
+                                         read_timeout=timeout, write_timeout=timeout, confirm_publish=True)
+            connection.connect()
+            state["connection"], state["channel"] = connection, connection.channel()
+            state["channel"].queue_declare(queue, durable=True, auto_delete=False,
+                                           arguments={"x-queue-type": "quorum"})
+        return state["channel"]
+
+    def probe():
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                body = os.urandom(8).hex()
+                channel().basic_publish(amqp.Message(body), routing_key=queue)   # returns once confirmed
+                while (message := channel().basic_get(queue, no_ack=True)) is not None:
+                    if message.body == body:   # (older ones: left by a call cut short)
+                        return True
+                return False
+            except Exception:
+                connection, state["connection"] = state["connection"], None
+                if connection is not None:
+                    with contextlib.suppress(Exception):
+                        connection.collect()   # drops the socket without a handshake
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    return probe
+
+
 def main(argv=None):
     """Asks keystone at ADDRESS:PORT every EVERY s until its stdin closes, then prints
     what it counted as JSON (sent, failed, the times of the answers, the longest gap
     of one client): keystone's version document, or, with the admin's password in
     KST_ADMIN_PASSWORD, tokens (its database too) and --listers clients listing
-    projects with a token."""
+    projects with a token; or, with --amqp, RabbitMQ's round trips."""
     parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--address", required=True)
+    parser.add_argument("--address", help="keystone's address")
+    parser.add_argument("--amqp", metavar="ADDRESS,...",
+                        help="instead: RabbitMQ's nodes, as KST_AMQP_USER with KST_AMQP_PASSWORD (amqp_round_trip)")
     parser.add_argument("--port", type=int, default=5000)
     parser.add_argument("--every", type=float, default=0.05, help="seconds between two requests of a client")
     parser.add_argument("--limit", type=int, default=2000, help="requests per client at most")
@@ -124,8 +168,13 @@ def main(argv=None):
     parser.add_argument("--settle", type=float, default=0,
                         help="with --listers: seconds to keep asking for their token before counting starts")
     args = parser.parse_args(argv)
+    if not args.address and not args.amqp:
+        parser.error("--address or --amqp is required")
     password = os.environ.get("KST_ADMIN_PASSWORD")
-    if password:
+    if args.amqp:
+        probers = [Prober(amqp_round_trip(args.amqp.split(","), os.environ["KST_AMQP_USER"], os.environ["KST_AMQP_PASSWORD"],
+                                          timeout=args.timeout), args.every, args.limit)]
+    elif password:
         probers = [Prober(token_request(args.port, password, args.address, timeout=args.timeout), args.every, args.limit)]
         if args.listers:
             settled = time.monotonic() + args.settle
