@@ -21,11 +21,11 @@ from .master import SALT_BIN
 
 
 # The daemons run below the services' priority. Their work comes in bursts (a pillar
-# per minion, rendering states, comparing containers: more than the 2 cores of a
-# lab host for seconds at the end of an upgrade) that would otherwise take the CPU
-# from the services users reach on the same host, and a request waiting behind them
-# failed. What they start keeps the normal priority: containers are the engine's
-# children, not theirs.
+# per minion, rendering states, comparing containers: at the end of an upgrade in
+# the lab, seconds of more work than the machine has cores) that would otherwise
+# take the CPU from the services users reach on the same host, and requests waiting
+# behind them failed. What they start keeps the normal priority: containers are
+# the engine's children, not theirs.
 DAEMON_NICENESS = 10
 
 

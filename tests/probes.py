@@ -113,7 +113,7 @@ def amqp_round_trip(addresses, user, password, port=5672, timeout=5, queue="kst-
     """A probe: a message published to a quorum queue through a RabbitMQ node of
     `addresses`, confirmed by the broker, and read back, as an OpenStack service's RPC
     does. A connection the node closes (drained, stopped) moves to the next node, as
-    oslo.messaging's does; the call fails when no node serves it within `timeout` s."""
+    oslo.messaging's does; the call fails when no node has served it within `timeout` s."""
     import amqp   # only this probe needs it (the test extras install it)
     state = {"connection": None, "node": 0}
 
@@ -135,10 +135,8 @@ def amqp_round_trip(addresses, user, password, port=5672, timeout=5, queue="kst-
             try:
                 body = os.urandom(8).hex()
                 channel().basic_publish(amqp.Message(body), routing_key=queue)   # returns once confirmed
-                while (message := channel().basic_get(queue, no_ack=True)) is not None:
-                    if message.body == body:   # (older ones: left by a call cut short)
-                        return True
-                return False
+                bodies = iter(lambda: channel().basic_get(queue, no_ack=True), None)
+                found = any(message.body == body for message in bodies)   # (older ones: left by a call cut short)
             except Exception:
                 connection, state["connection"] = state["connection"], None
                 if connection is not None:
@@ -147,6 +145,10 @@ def amqp_round_trip(addresses, user, password, port=5672, timeout=5, queue="kst-
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+                continue
+            if found and time.monotonic() > deadline:
+                raise TimeoutError(f"served after more than {timeout} s")
+            return found
     return probe
 
 
