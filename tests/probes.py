@@ -28,6 +28,7 @@ class Prober(threading.Thread):
         self.failures = []
 
     def run(self):
+        self.began = time.monotonic()
         while not self.stop_flag.is_set() and (self.limit is None or self.calls < self.limit):
             self.calls += 1
             began = time.monotonic()
@@ -42,6 +43,7 @@ class Prober(threading.Thread):
                 if len(self.failures) < 5:
                     self.failures.append({"at": began, "took": round(time.monotonic() - began, 2), "why": why})
             self.stop_flag.wait(max(0.0, self.every - (time.monotonic() - began)))
+        self.ended = time.monotonic()
 
     def stop(self):
         self.stop_flag.set()
@@ -200,7 +202,8 @@ def main(argv=None):
     print(json.dumps({"sent": sum(p.calls for p in probers), "failed": sum(p.failed for p in probers),
                       "failures": [f for p in probers for f in p.failures],
                       "answers": sorted(t for p in probers for t in p.answers),
-                      "gap": max(p.longest_gap() for p in probers)}))
+                      # from its start to its end: failures before the first answer or after the last count too
+                      "gap": max(p.longest_gap(p.began, p.ended) for p in probers)}))
 
 
 if __name__ == "__main__":
