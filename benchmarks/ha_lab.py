@@ -92,11 +92,13 @@ def main():
         deploy = timed("--lab", LAB, "deploy")
         print(f"lab up {up:.1f} s; images pushed to its registry {pushed:.1f} s")
         print(f"HA deploy of 3 control hosts through the master from built images: {deploy:.1f} s")
-        password = yaml.safe_load((folder / "passwords.yml").read_text())["keystone_admin_password"]
+        passwords = yaml.safe_load((folder / "passwords.yml").read_text())
+        password = passwords["keystone_admin_password"]
 
         holder, _ = vip_holder(hosts)
         watcher = next(h for h in hosts if h is not holder)
-        load = ["--every", str(args.every), "--listers", str(args.listers), "--limit", "100000"]
+        pace = ["--every", str(args.every), "--limit", "100000"]
+        load = [*pace, "--listers", str(args.listers)]
         # The same clients with nothing changing: what the upgrades' figures compare with
         # (once keystone issues their token: right after the deploy it is still busy).
         probe = client(watcher, password, *load, "--settle", "120")
@@ -104,10 +106,10 @@ def main():
         text, _ = figures(probe)
         print(f"at rest, {args.rest:.0f} s (VIP on {holder['name']}, clients on {watcher['name']}): {text}")
 
-        def rolling_upgrade(service, probe=None):
+        def rolling_upgrade(service, start_client=lambda: client(watcher, password, *load)):
             """`service` upgraded host by host to a really new image (the built one plus a
-            label, in the lab's registry) under clients on `watcher` (keystone's, or
-            `probe`: a client's Popen); its figures."""
+            label, in the lab's registry) under clients on `watcher` (keystone's unless
+            `start_client` starts others), started once the image is pushed; its figures."""
             lab_settings = load_settings(folder)
             current = local.images.get(image_ref(lab_settings, service))
             tag = "kbench-rolling"
@@ -116,7 +118,7 @@ def main():
                                tag=ref, rm=True)
             new_refs.append(ref)
             push(ref, insecure=True, netns=lab.master().netns)
-            probe = probe or client(watcher, password, *load)
+            probe = start_client()
             time.sleep(2)
             settings[f"{service}_tag"] = tag
             (folder / "globals.yml").write_text(yaml.safe_dump(settings))
@@ -138,11 +140,9 @@ def main():
         # clients move to the other nodes, its quorum queues elect leaders there),
         # under a client that publishes to a quorum queue and reads back, moving to
         # the next node when one closes its connection (as oslo.messaging does).
-        passwords = yaml.safe_load((folder / "passwords.yml").read_text())
         nodes = ",".join(h["address"] for h in hosts)
-        rolling_upgrade("rabbitmq", client(watcher, None, "--amqp", nodes, "--every", str(args.every), "--limit", "100000",
-                                           env={"KST_AMQP_USER": load_settings(folder)["rabbitmq_user"],
-                                                "KST_AMQP_PASSWORD": passwords["rabbitmq_password"]}))
+        login = {"KST_AMQP_USER": load_settings(folder)["rabbitmq_user"], "KST_AMQP_PASSWORD": passwords["rabbitmq_password"]}
+        rolling_upgrade("rabbitmq", lambda: client(watcher, None, "--amqp", nodes, *pace, env=login))
 
         probe = client(watcher)
         time.sleep(2)
