@@ -622,6 +622,7 @@ def deploy_under_a_token_client(client_host, password, override, text, what):
     return out, seen, began_wall
 
 
+@pytest.mark.quiet
 def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_without_a_failed_request(
         hosts, cloud, clusters):
     """keystone grown from host1 to all three hosts (with the database; memcached is on
@@ -690,6 +691,7 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
+@pytest.mark.quiet
 def test_galera_members_are_replaced_one_at_a_time_without_a_failed_request(hosts, cloud, clusters):
     """A change to the database's configuration replaces the three Galera members one
     at a time while a client asks keystone for tokens through the VIP: before a member stops, every haproxy sends new connections
