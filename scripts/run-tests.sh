@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole suite behind `make test` and .ci/run, in two processes at once; with
+# The whole suite behind `make test` and .ci/run (the lab's tests beside the rest); with
 # PYTEST ARGS, pytest with those in one process. pytest's exit code 5 (no test
 # collected) is a failure here: a suite that runs nothing proves nothing.
 # Usage: scripts/run-tests.sh [--help] [PYTEST ARGS...]
@@ -29,19 +29,21 @@ if [ $# -gt 0 ]; then pytest_run "$@"; exit $?; fi
 # salt-call, the AIO cloud with the real openstack client, a real release upgrade),
 # integration tests (real salt-master/minion: health loop, orchestrate, the 3-host
 # lab). Images are built on first use (tens of minutes on a fresh machine).
-# Two processes, each with about half the suite's time: while one waits on its
-# containers the other uses the CPU. Their names and ports differ (the lab's hosts
-# are namespaces with engines of their own); tests marked `quiet` run while the other
-# process runs no test (tests/conftest.py). Each line is prefixed with its process.
-export KOLLA_SALT_SUITE_RUN="$$-$(date +%s)" PYTHONUNBUFFERED=1
+# The lab's tests run beside the rest, in a process of their own: the lab's hosts are
+# namespaces with engines of their own, so no name or port is shared, and while one
+# process waits on its containers the other uses the CPU. Tests marked `quiet` run
+# while the other process runs no test (tests/conftest.py). Each line is prefixed
+# with its process.
+export PYTHONUNBUFFERED=1
 group() {   # NAME PYTEST-ARGS...
     local name=$1; shift
     pytest_run "$@" 2>&1 | sed -u "s/^/[$name] /"
     return "${PIPESTATUS[0]}"
 }
-group integration tests/integration & integration=$!
-group rest tests/unit tests/functional & rest=$!
-wait $integration; integration_rc=$?
+DEFAULT=(tests/unit tests/functional tests/integration)
+group lab -m lab "${DEFAULT[@]}" & lab=$!
+group rest -m "not lab" "${DEFAULT[@]}" & rest=$!
+wait $lab; lab_rc=$?
 wait $rest; rest_rc=$?
-echo "run-tests: integration exit code $integration_rc, unit and functional exit code $rest_rc"
-[ $integration_rc -eq 0 ] && [ $rest_rc -eq 0 ]
+echo "run-tests: the lab's tests exit code $lab_rc, the rest's $rest_rc"
+[ $lab_rc -eq 0 ] && [ $rest_rc -eq 0 ]

@@ -217,10 +217,9 @@ def leftovers_of_an_interrupted_run_removed(request):
     """A run killed half-way (a stopped engine, a timeout) leaves its test containers
     behind; restarted with the engine, they would hold the test ports. Only one suite
     runs at a time (scripts/run-tests.sh holds a lock), so any test container now is
-    such a leftover, unless the suite's other process made it: of a suite run in two
-    processes (KOLLA_SALT_SUITE_RUN), the first to get here removes them, before
-    either made a container. Unit tests and the lab (its hosts have engines of their
-    own) use no container of this machine's engine: nothing is looked at for them."""
+    such a leftover: the lab's process (run beside the rest) makes none. Unit tests
+    and the lab (its hosts have engines of their own) use no container of this
+    machine's engine: nothing is looked at for them."""
     if all("tests/unit" in str(item.path) or item.get_closest_marker("lab") for item in request.session.items):
         return
     import docker
@@ -229,38 +228,28 @@ def leftovers_of_an_interrupted_run_removed(request):
         client.ping()
     except docker.errors.DockerException:
         return
-    with suite_lock(LEFTOVERS_STAMP, exclusive=True) as stamp:
-        suite_run = os.environ.get("KOLLA_SALT_SUITE_RUN", "")
-        if suite_run and stamp.read() == suite_run:
-            return
-        left = [c.name for c in client.containers.list(all=True) if c.name.startswith(TEST_NAMES)]
-        if left:
-            print(f"\nremoving containers an interrupted test run left: {', '.join(sorted(left))}")
-        cleanup_prefix(client, TEST_NAMES)   # str.startswith takes the tuple
-        stamp.seek(0)
-        stamp.truncate()
-        stamp.write(suite_run)
+    left = [c.name for c in client.containers.list(all=True) if c.name.startswith(TEST_NAMES)]
+    if left:
+        print(f"\nremoving containers an interrupted test run left: {', '.join(sorted(left))}")
+    cleanup_prefix(client, TEST_NAMES)   # str.startswith takes the tuple
 
 
-# scripts/run-tests.sh runs the suite in two processes at once (the lab's hosts have
-# engines of their own; while one process waits on its containers the machine has CPU
-# to spare). A test marked `quiet` runs while the other process runs no test: it holds
-# QUIET_LOCK exclusively, every other test of the machine holds it shared. It takes
-# GATE_LOCK first, so that the other process starts no test while it waits.
+# scripts/run-tests.sh runs the lab's tests beside the rest, in two processes. A test
+# marked `quiet` runs while the other process runs no test: it holds QUIET_LOCK
+# exclusively, every other test of the machine holds it shared. It takes GATE_LOCK
+# first, so that the other process starts no test while it waits.
 QUIET_LOCK = Path("/run/lock/kolla-salt-suite-quiet.lock")
 GATE_LOCK = Path("/run/lock/kolla-salt-suite-gate.lock")
-LEFTOVERS_STAMP = Path("/run/lock/kolla-salt-suite-leftovers")
 waited_for_quiet = []   # seconds each test waited for its turn
 
 
 @contextlib.contextmanager
 def suite_lock(path, exclusive):
-    """`path` flock'ed (exclusively or shared) while the block runs; yields the open file."""
+    """`path` flock'ed (exclusively or shared) while the block runs."""
     import fcntl
-    with open(path, "a+") as held:
+    with open(path, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        held.seek(0)
-        yield held
+        yield
 
 
 @pytest.hookimpl(hookwrapper=True)
