@@ -1,7 +1,6 @@
 """Shared fixtures. Tests never touch a real deployment: every container,
 volume and folder they create carries a per-run prefix, and services listen on
 loopback ports of their own."""
-import contextlib
 import os
 import subprocess
 import sys
@@ -217,10 +216,8 @@ def leftovers_of_an_interrupted_run_removed(request):
     """A run killed half-way (a stopped engine, a timeout) leaves its test containers
     behind; restarted with the engine, they would hold the test ports. Only one suite
     runs at a time (scripts/run-tests.sh holds a lock), so any test container now is
-    such a leftover: the lab's process (run beside the rest) makes none. Unit tests
-    and the lab (its hosts have engines of their own) use no container of this
-    machine's engine: nothing is looked at for them."""
-    if all("tests/unit" in str(item.path) or item.get_closest_marker("lab") for item in request.session.items):
+    such a leftover. Unit tests need no engine: nothing is looked at without one."""
+    if all("tests/unit" in str(item.path) for item in request.session.items):
         return
     import docker
     try:
@@ -232,46 +229,6 @@ def leftovers_of_an_interrupted_run_removed(request):
     if left:
         print(f"\nremoving containers an interrupted test run left: {', '.join(sorted(left))}")
     cleanup_prefix(client, TEST_NAMES)   # str.startswith takes the tuple
-
-
-# scripts/run-tests.sh runs the lab's tests beside the rest, in two processes. A test
-# marked `quiet` runs while the other process runs no test: it holds QUIET_LOCK
-# exclusively, every other test of the machine holds it shared. It takes GATE_LOCK
-# first, so that the other process starts no test while it waits.
-QUIET_LOCK = Path("/run/lock/kolla-salt-suite-quiet.lock")
-GATE_LOCK = Path("/run/lock/kolla-salt-suite-gate.lock")
-waited_for_quiet = []   # seconds each test waited for its turn
-
-
-@contextlib.contextmanager
-def suite_lock(path, exclusive):
-    """`path` flock'ed (exclusively or shared) while the block runs."""
-    import fcntl
-    with open(path, "a") as held:
-        fcntl.flock(held, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
-    if not (item.get_closest_marker("functional") or item.get_closest_marker("integration")):
-        yield   # a unit test uses nothing of the machine
-        return
-    quiet = item.get_closest_marker("quiet") is not None
-    began = time.monotonic()
-    with contextlib.ExitStack() as turn:
-        with suite_lock(GATE_LOCK, exclusive=quiet):
-            turn.enter_context(suite_lock(QUIET_LOCK, exclusive=quiet))
-        waited_for_quiet.append(time.monotonic() - began)
-        yield
-
-
-def pytest_terminal_summary(terminalreporter):
-    waits = [w for w in waited_for_quiet if w >= 1]
-    if waits:
-        terminalreporter.write_line(f"{len(waits)} tests waited {sum(waits):.0f} s in all (the longest "
-                                    f"{max(waits):.0f} s) for their turn: a quiet one for the other process's "
-                                    f"test, the others for its quiet test")
 
 
 @pytest.fixture(scope="session", autouse=True)

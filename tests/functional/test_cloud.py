@@ -378,7 +378,6 @@ def test_a_second_deploy_changes_nothing(cloud, docker_client):
     assert started_at(docker_client, cloud) == before
 
 
-@pytest.mark.quiet
 def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(cloud, docker_client):
     """Two reconfigures of keystone (a config override set, then removed) while a
     client asks for tokens through the VIP: each new generation listens on the port
@@ -653,7 +652,6 @@ def rpc_versions_selected(env):
                for log in (env.root / "log" / "nova").glob("*.log"))
 
 
-@pytest.mark.quiet
 def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_by_nova(cloud, docker_client,
                                                                                          server, salt_factories):
     """New nova-compute and libvirt images (the built ones plus a label: new content),

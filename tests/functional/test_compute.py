@@ -61,7 +61,6 @@ def console(env):
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-@pytest.mark.quiet
 def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rolled_back(compute, docker_client):
     env = compute
     libvirt = docker_client.containers.get(env.name("nova_libvirt"))

@@ -40,7 +40,6 @@ def salt_pair(salt_factories, health_prefix, health_dir):
         yield pair
 
 
-@pytest.mark.quiet
 def test_master_reactor_restarts_a_frozen_container_then_gives_up_on_a_broken_one(
         salt_pair, event_listener, health_manager, health_prefix, docker_client):
     master, minion = salt_pair

@@ -49,7 +49,6 @@ def health_loop_with(health_dir, health_prefix, health_manager):
 
 
 @pytest.mark.parametrize("service", ["memcached", "keystone"])
-@pytest.mark.quiet
 def test_a_frozen_service_is_healthy_again_within_10_s_with_the_default_settings(
         service, health_loop_with, health_manager, health_prefix, docker_client, built_images):
     built_images(service)
@@ -77,7 +76,6 @@ def test_a_frozen_service_is_healthy_again_within_10_s_with_the_default_settings
     assert [r.get("verdict") for r in history[-1]["restarts"]] == ["hung"], "history tells the restart"
 
 
-@pytest.mark.quiet
 def test_a_service_slow_on_a_loaded_host_is_reported_slow_and_not_restarted(
         health_loop_with, health_manager, health_prefix, health_dir, docker_client):
     """Its check takes 4 s (timeout 2) while the host is saturated (both CPUs busy
