@@ -26,6 +26,7 @@ class Prober(threading.Thread):
         self.probe, self.every, self.limit = probe, every, limit
         self.answers, self.failed, self.calls, self.stop_flag = [], 0, 0, threading.Event()
         self.failures = []
+        self.began = self.ended = None   # when it started and stopped asking
 
     def run(self):
         self.began = time.monotonic()
@@ -50,7 +51,11 @@ class Prober(threading.Thread):
         self.join()
 
     def longest_gap(self, start=None, end=None):
-        """The longest time without an answer (within [start, end] when given)."""
+        """The longest time without an answer within [start, end], by default from when
+        it started asking to when it stopped: failures before its first answer or after
+        its last one count too."""
+        start = self.began if start is None else start
+        end = self.ended if end is None else end
         inside = [t for t in self.answers if (start is None or t > start) and (end is None or t < end)]
         times = ([start] if start is not None else []) + inside + ([end] if end is not None else [])
         return max((b - a for a, b in zip(times, times[1:])), default=math.inf)
@@ -202,8 +207,7 @@ def main(argv=None):
     print(json.dumps({"sent": sum(p.calls for p in probers), "failed": sum(p.failed for p in probers),
                       "failures": [f for p in probers for f in p.failures],
                       "answers": sorted(t for p in probers for t in p.answers),
-                      # from its start to its end: failures before the first answer or after the last count too
-                      "gap": max(p.longest_gap(p.began, p.ended) for p in probers)}))
+                      "gap": max(p.longest_gap() for p in probers)}))
 
 
 if __name__ == "__main__":

@@ -506,8 +506,11 @@ def test_a_nova_compute_whose_start_failed_is_unhealthy_until_it_starts_again(cl
         # start" from the restart on, also while it still loads (on a busy host, long
         # enough for libvirt to be back before it connects, and then it starts well).
         wait_for("failed start", lambda: libvirt_failures() > before, 120)
-        # (on a busy host its connection to RabbitMQ, which the check asks about first, may come later)
-        wait_for("its check saying so", lambda: "has not reported its state since its start" in checked()[1], 60)
+        code, out = checked()
+        assert code == 1, out
+        # Why, once it has its RabbitMQ connection (the check asks about that first; on
+        # a busy host it may come after the failed start).
+        wait_for("its check saying why", lambda: "has not reported its state since its start" in checked()[1], 60)
     finally:
         libvirt.start()
     wait_for("libvirt", lambda: libvirt.exec_run(["virsh", "--connect", "qemu:///system", "list"]).exit_code == 0, 60)
