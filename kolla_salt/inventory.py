@@ -496,8 +496,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             for cfg in container.get("config_files", []):
                 name = cfg["template"].removesuffix(".j2")
                 try:
+                    # stop_timeout: a service's own graceful shutdown must end before Docker kills it.
                     text = renderer.template(service, cfg["template"], loadbalancer=list(balanced.values()),
-                                             peers=addresses[service], service_addresses=addresses, container=cname)
+                                             peers=addresses[service], service_addresses=addresses, container=cname,
+                                             stop_timeout=container.get("stop_timeout", ContainerSpec.stop_timeout))
                 except jinja2.TemplateError as error:
                     problems.append(f"salt/states/kolla/{service}/templates/{cfg['template']}: {error}")
                     continue

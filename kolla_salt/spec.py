@@ -207,7 +207,7 @@ class ContainerSpec:
                             numbers[key] = value
                 test = raw_check["test"]
                 healthcheck = HealthCheck(test=tuple(test) if isinstance(test, list) else (str(test),), **numbers)
-        stop_timeout = get("stop_timeout", int, 10)
+        stop_timeout = get("stop_timeout", int, ContainerSpec.stop_timeout)
         swap = get("swap", str, "stop-first")
         if swap not in SWAP_MODES:
             problems.append(f"{where}.swap: '{swap}' is not one of {', '.join(SWAP_MODES)}")

@@ -68,3 +68,22 @@ def test_the_kernel_datapath_is_found_by_its_loaded_module(tmp_path):
     assert detect(tmp_path / "cpuinfo", tmp_path / "kvm", tmp_path / "openvswitch").ovs_datapath_type == "netdev"
     (tmp_path / "openvswitch").mkdir()
     assert detect(tmp_path / "cpuinfo", tmp_path / "kvm", tmp_path / "openvswitch").ovs_datapath_type == "system"
+
+
+def test_every_nova_service_ends_its_graceful_shutdown_before_docker_kills_it(tmp_path):
+    """nova (2026.1) waits manager_shutdown_timeout (160 s by default) on SIGTERM, then
+    cleans up: a container killed at its stop_timeout never cleans up, and every swap
+    of it waits the whole stop_timeout."""
+    import configparser
+    write_secrets(tmp_path)
+    compute_conf(tmp_path, "qemu", Virtualization(False, "emulation"))   # globals.yml with nova and nova_compute
+    pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]}, virtualization=Virtualization(False, "emulation"))
+    containers = [c for s in pillar["kolla"]["services"] if s["name"] in ("nova", "nova_compute")
+                  for c in s["containers"]]
+    assert {c["spec"]["name"] for c in containers} >= {"nova_conductor", "nova_scheduler", "nova_api", "nova_compute"}
+    for container in containers:
+        conf = configparser.ConfigParser(interpolation=None, strict=False)
+        conf.read_string(container["files"]["nova.conf"])
+        grace, shutdown = conf.getint("DEFAULT", "manager_shutdown_timeout"), conf.getint("DEFAULT",
+                                                                                           "graceful_shutdown_timeout")
+        assert 0 < grace < shutdown < container["spec"]["stop_timeout"], container["spec"]["name"]
