@@ -19,12 +19,16 @@ def test_kvm_needs_both_a_usable_device_and_the_cpu_flag():
     assert judge(["vmx"], kvm_usable=False).describe() == "qemu (no usable /dev/kvm: emulation)"
 
 
-def compute_conf(folder, virt_type, found):
+def nova_services(folder, virt_type, found):
+    """{service name: its pillar entry} with nova and a compute host enabled."""
     (folder / "globals.yml").write_text(yaml.safe_dump({
         "enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True, "nova_compute_virt_type": virt_type}))
     pillar = build_pillar(folder, interfaces={"lo": ["127.0.0.1"]}, virtualization=found)
-    (compute,) = [s for s in pillar["kolla"]["services"] if s["name"] == "nova_compute"]
-    return compute["containers"][0]["files"]["nova.conf"]
+    return {service["name"]: service for service in pillar["kolla"]["services"]}
+
+
+def compute_conf(folder, virt_type, found):
+    return nova_services(folder, virt_type, found)["nova_compute"]["containers"][0]["files"]["nova.conf"]
 
 
 def test_an_empty_virt_type_takes_what_the_host_offers_and_kvm_is_refused_where_it_has_none(tmp_path):
@@ -76,10 +80,8 @@ def test_every_nova_service_ends_its_graceful_shutdown_before_docker_kills_it(tm
     of it waits the whole stop_timeout."""
     import configparser
     write_secrets(tmp_path)
-    compute_conf(tmp_path, "qemu", Virtualization(False, "emulation"))   # globals.yml with nova and nova_compute
-    pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]}, virtualization=Virtualization(False, "emulation"))
-    containers = [c for s in pillar["kolla"]["services"] if s["name"] in ("nova", "nova_compute")
-                  for c in s["containers"]]
+    services = nova_services(tmp_path, "qemu", Virtualization(False, "emulation"))
+    containers = services["nova"]["containers"] + services["nova_compute"]["containers"]
     assert {c["spec"]["name"] for c in containers} >= {"nova_conductor", "nova_scheduler", "nova_api", "nova_compute"}
     for container in containers:
         conf = configparser.ConfigParser(interpolation=None, strict=False)
