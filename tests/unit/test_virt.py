@@ -7,6 +7,7 @@ import yaml
 
 from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar
+from kolla_salt.merge import parse_ini
 from kolla_salt.virt import Virtualization, judge
 from operator_files import write_secrets
 
@@ -78,14 +79,13 @@ def test_every_nova_service_ends_its_graceful_shutdown_before_docker_kills_it(tm
     """nova (2026.1) waits manager_shutdown_timeout (160 s by default) on SIGTERM, then
     cleans up: a container killed at its stop_timeout never cleans up, and every swap
     of it waits the whole stop_timeout."""
-    import configparser
     write_secrets(tmp_path)
     services = nova_services(tmp_path, "qemu", Virtualization(False, "emulation"))
     containers = services["nova"]["containers"] + services["nova_compute"]["containers"]
     assert {c["spec"]["name"] for c in containers} >= {"nova_conductor", "nova_scheduler", "nova_api", "nova_compute"}
     for container in containers:
-        conf = configparser.ConfigParser(interpolation=None, strict=False)
-        conf.read_string(container["files"]["nova.conf"])
-        grace, shutdown = conf.getint("DEFAULT", "manager_shutdown_timeout"), conf.getint("DEFAULT",
-                                                                                           "graceful_shutdown_timeout")
-        assert 0 < grace < shutdown < container["spec"]["stop_timeout"], container["spec"]["name"]
+        name = container["spec"]["name"]
+        default = dict(next(items for section, items in parse_ini(container["files"]["nova.conf"], name)
+                            if section == "DEFAULT"))
+        grace, shutdown = int(default["manager_shutdown_timeout"]), int(default["graceful_shutdown_timeout"])
+        assert 0 < grace < shutdown < container["spec"]["stop_timeout"], name
