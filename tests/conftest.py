@@ -242,6 +242,14 @@ def salt_logging_flushed_in_time():
         impl.shutdown_temp_handler()
 
 
+@pytest.fixture(scope="session")
+def salt_factories_config():
+    """The tests' salt-masters and minions (pytest-salt-factories) end by SIGKILL: on
+    SIGTERM a salt-minion sleeps a fixed 5 s for returns still due to its master
+    (kolla_salt.healthloop.stop_health_daemon), and these hold nothing to keep."""
+    return {"slow_stop": False}
+
+
 @pytest.fixture
 def kolla_env(tmp_path, docker_client):
     prefix = f"kst{uuid.uuid4().hex[:6]}-"
