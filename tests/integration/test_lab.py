@@ -312,6 +312,9 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
     cloud["globals"].write_text(yaml.safe_dump(settings))
     memcached = sorted(c.name for c in engine(hosts[2]).containers.list(all=True) if c.name.startswith("memcached"))
     assert len(memcached) >= 2   # the running generation and those kept for rollback
+    predicted = kolla("deploy", "--test")   # one state run on every host predicts it, changing nothing
+    assert "host3: WOULD   kolla-deploy-only-declared-containers: " in predicted and " 0 failed" in predicted, predicted
+    assert sorted(c.name for c in engine(hosts[2]).containers.list(all=True) if c.name.startswith("memcached")) == memcached
     out = kolla("deploy")
     assert (f"host3: changed kolla-deploy-only-declared-containers: removed {len(memcached)} container(s) "
             f"of services") in out
