@@ -3,7 +3,8 @@
 name, kbench; removed at the end): every host a control host (mariadb as a Galera
 cluster, rabbitmq as a cluster, memcached, keystone, haproxy and keepalived with
 the VIP 198.18.0.10). Figures:
-  - the HA deploy through the master from built images (the hosts pull);
+  - the HA deploy through the master from built images (the hosts pull), then
+    `deploy --test` and a deploy with nothing to change;
   - the clients below with nothing changing (at rest): the rate the lab answers;
   - a rolling keystone upgrade to a new image, host by host, while clients in a
     host's namespace ask through the VIP (a token client and --listers project
@@ -92,6 +93,8 @@ def main():
         deploy = timed("--lab", LAB, "deploy")
         print(f"lab up {up:.1f} s; images pushed to its registry {pushed:.1f} s")
         print(f"HA deploy of 3 control hosts through the master from built images: {deploy:.1f} s")
+        predicted, noop = timed("--lab", LAB, "deploy", "--test"), timed("--lab", LAB, "deploy")
+        print(f"then through the master: deploy --test {predicted:.1f} s, a deploy with nothing to change {noop:.1f} s")
         passwords = yaml.safe_load((folder / "passwords.yml").read_text())
         password = passwords["keystone_admin_password"]
 
