@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
-import yaml
 
-from . import paths
+from . import paths, safeyaml
 from .errors import KollaError, ValidationError
 
 BUILD_HASH_LABEL = "kolla.build-hash"
@@ -46,7 +45,7 @@ def discover(images_dir=paths.IMAGES_DIR):
     images = {}
     for folder in sorted(p for p in images_dir.iterdir() if (p / "Dockerfile.j2").is_file()):
         meta_file = folder / "image.yml"
-        meta = (yaml.safe_load(meta_file.read_text()) if meta_file.exists() else {}) or {}
+        meta = (safeyaml.load(meta_file.read_text()) if meta_file.exists() else {}) or {}
         images[folder.name] = ImageDef(folder.name, folder, meta.get("parent"),
                                        tuple(meta.get("install_types", INSTALL_TYPES)))
     return images

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from . import healthloop, paths
+from . import healthloop, paths, safeyaml
 from .errors import KollaError, ValidationError
 from .build import from_registry
 from .inventory import in_set, service_specs
@@ -59,9 +59,9 @@ def _split(text):
 # -- commands --------------------------------------------------------------------------
 def cmd_genpwd(args):
     """Fills missing passwords, keeps existing ones; the file is mode 0600."""
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
+    wanted = safeyaml.load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
     path = Path(args.config_dir) / "passwords.yml"
-    current = yaml.safe_load(path.read_text()) if path.exists() else {}
+    current = safeyaml.load(path.read_text()) if path.exists() else {}
     current = current or {}
     added = [k for k in wanted if not current.get(k)]
     for key in added:
@@ -480,7 +480,7 @@ def _declaring(config_dir, check=None, master=None):
     from .inventory import build_pillar, load_pins, placement
     path = Path(config_dir) / "globals.yml"
     globals_text = path.read_text() if path.exists() else None
-    user_globals = (yaml.safe_load(globals_text) if globals_text else None) or {}
+    user_globals = (safeyaml.load(globals_text) if globals_text else None) or {}
     pins = load_pins(config_dir)
     pins_text = pins.path.read_text() if pins.path.exists() else None
     old_globals, old_pins = dict(user_globals), pins.describe()

@@ -11,6 +11,7 @@ key before anything changes; `kolla-salt validate`, `kolla-salt deploy` and the
 pillar SLS (pillar/kolla.sls) call it, so all three agree.
 """
 import fnmatch
+import functools
 import hashlib
 import hmac
 import json
@@ -22,7 +23,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from . import keys as key_repositories, paths, virt
+from . import keys as key_repositories, paths, safeyaml, virt
 from .balancer import REQUEST_TIMEOUT, seconds
 from .build import discover, image_ref, install_type_problem
 from .clouds import keystone_url
@@ -35,7 +36,7 @@ from .spec import ContainerSpec, is_one_port, is_port, port_pair_problems
 
 def _read_yaml(path, problems, kind=dict):
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = safeyaml.load(Path(path).read_text())
     except FileNotFoundError:
         return kind()
     except yaml.YAMLError as error:
@@ -319,7 +320,7 @@ def enabled_definitions(settings):
     """(top-level set, service, its folder's definition) of every enabled service, in
     tree order, rendered without a host and without secrets (what depends on neither:
     where it runs, its images), so no passwords.yml is needed."""
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
+    wanted = safeyaml.load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
     placeholders = {key: "unused" for key in wanted}
     renderer = ServiceRenderer(settings, {**placeholders, **derived_passwords(placeholders)},
                                host_facts(settings, "0.0.0.0"))
@@ -379,14 +380,24 @@ def database_facts(settings, passwords, host, peers, minion_id):
             else host["api_interface_address"]}
 
 
+@functools.lru_cache(maxsize=None)
+def _service_templates():
+    """The Jinja environment of the service folders, one per process: it keeps the
+    templates it compiled (compiling them was most of a pillar's build time) and
+    compiles one again once its file changes. The master builds a pillar for every
+    minion of every step, the CLI one for every host."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.SERVICES_DIR)),
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    env.filters["to_json"] = json.dumps
+    return env
+
+
 class ServiceRenderer:
     """Renders a service folder's defaults.yaml and templates against the settings."""
 
     def __init__(self, settings, passwords, host):
         self.settings, self.passwords, self.host = settings, passwords, host
-        self.env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.SERVICES_DIR)),
-                                      undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-        self.env.filters["to_json"] = json.dumps
+        self.env = _service_templates()
 
     def context(self):
         return {**self.settings, **self.passwords, **self.host}
@@ -401,7 +412,7 @@ class ServiceRenderer:
 
     def definition(self, service):
         text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context())
-        return yaml.safe_load(text) or {}
+        return safeyaml.load(text) or {}
 
     def template(self, service, name, **extra):
         return self.env.get_template(f"{service}/templates/{name}").render(**self.context(), **extra)

@@ -24,9 +24,8 @@ import os
 import shutil
 from pathlib import Path
 
-import yaml
 
-from . import paths
+from . import paths, safeyaml
 from .configfiles import plan_changes, write_folder
 from .errors import KollaError, ValidationError
 
@@ -42,7 +41,7 @@ def declared():
     found, problems = {}, []
     for path in sorted(paths.SERVICES_DIR.glob(f"*/{KEYS_FILE}")):
         where = f"salt/states/kolla/{path.parent.name}/{KEYS_FILE}"
-        data = yaml.safe_load(path.read_text()) or {}
+        data = safeyaml.load(path.read_text()) or {}
         for name, entry in data.items():
             entry = entry if isinstance(entry, dict) else {}
             if not isinstance(entry.get("volume"), str) or not isinstance(entry.get("owner"), int):

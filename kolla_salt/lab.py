@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
+from . import paths, safeyaml
 from .errors import KollaError
 from .master import SALT_BIN
 
@@ -48,7 +48,7 @@ HOST_FOLDERS = ("/etc/kolla", "/etc/kolla-salt", "/var/lib/kolla-salt", "/var/lo
 
 
 def load_topology(path=TOPOLOGY):
-    return yaml.safe_load(Path(path).read_text())
+    return safeyaml.load(Path(path).read_text())
 
 
 def run(*cmd, check=True):

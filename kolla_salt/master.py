@@ -15,9 +15,8 @@ import json
 import sys
 from pathlib import Path
 
-import yaml
 
-from . import paths
+from . import paths, safeyaml
 from .errors import KollaError, ValidationError
 
 SALT_BIN = Path(sys.executable).parent
@@ -50,7 +49,7 @@ class Master:
     def opts(self):
         if not self.file.is_file():
             raise ValidationError([f"--master: {self.file} does not exist (give a salt-master's config folder)"])
-        return yaml.safe_load(self.file.read_text()) or {}
+        return safeyaml.load(self.file.read_text()) or {}
 
     def operator_folder(self):
         """The operator's folder (globals.yml, passwords.yml) the master's pillar reads."""

@@ -8,6 +8,7 @@ that name the file and line.
 """
 import yaml
 
+from . import safeyaml
 from .errors import ValidationError
 
 INI_SUFFIXES = (".conf", ".ini", ".cfg", ".cnf")
@@ -69,10 +70,10 @@ def deep_merge(base, override):
 
 def merge_yaml(base, override, where):
     try:
-        data = yaml.safe_load(override)
+        data = safeyaml.load(override)
     except yaml.YAMLError as error:
         raise ValidationError([f"{where}: not valid YAML: {error}"])
-    return yaml.safe_dump(deep_merge(yaml.safe_load(base) or {}, data or {}), default_flow_style=False, sort_keys=False)
+    return yaml.safe_dump(deep_merge(safeyaml.load(base) or {}, data or {}), default_flow_style=False, sort_keys=False)
 
 
 def merge(filename, base, override, where):

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from . import safeyaml
 from .errors import ValidationError
 
 FILE = "pins.yml"
@@ -39,7 +40,7 @@ class Pins:
         """Reads and validates pins.yml (missing: no pins); every problem names the key."""
         path = Path(config_dir) / FILE
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = safeyaml.load(path.read_text()) or {}
         except FileNotFoundError:
             return cls(path)
         except yaml.YAMLError as error:

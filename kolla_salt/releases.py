@@ -1,12 +1,11 @@
 """The table of known OpenStack releases (pillar/defaults/releases.yml)."""
-import yaml
 
-from . import paths
+from . import paths, safeyaml
 
 
 def load_releases():
     """{release: {series, binary, source: {project: version}, constraints: [pip specifier]}}, oldest first."""
-    return yaml.safe_load((paths.DEFAULTS_DIR / "releases.yml").read_text())
+    return safeyaml.load((paths.DEFAULTS_DIR / "releases.yml").read_text())
 
 
 def series(releases, name):
