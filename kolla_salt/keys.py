@@ -24,7 +24,6 @@ import os
 import shutil
 from pathlib import Path
 
-
 from . import paths, safeyaml
 from .configfiles import plan_changes, write_folder
 from .errors import KollaError, ValidationError

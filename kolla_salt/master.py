@@ -15,7 +15,6 @@ import json
 import sys
 from pathlib import Path
 
-
 from . import paths, safeyaml
 from .errors import KollaError, ValidationError
 
