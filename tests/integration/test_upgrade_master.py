@@ -33,9 +33,9 @@ def salt_pair(salt_factories, deployment):
         yield pair
 
 
-def orchestrate(master, minion):
+def orchestrate(master, minion, *args):
     return master.salt_run_cli(timeout=600).run(
-        "state.orchestrate", "kolla.upgrade",
+        "state.orchestrate", "kolla.upgrade", *args,
         pillar={"kolla_services": ["memcached"], "kolla_batch": 1})
 
 
@@ -51,6 +51,10 @@ def test_orchestrated_upgrade_through_a_master_replaces_memcached_atomically(
                                tag=f"{IMAGES}/memcached:{new_tag}", rm=True)
     try:
         deployment.write_globals(memcached_tag=new_tag)
+        predicted = orchestrate(master, minion, "test=True")   # one state run of the minion, changing nothing
+        assert predicted.returncode == 0, predicted.stdout + predicted.stderr
+        assert "kolla-upgrade-predict" in predicted.stdout and f"{name} would be recreated" in predicted.stdout
+        assert docker_client.containers.get(name).id == old.id
         ret = orchestrate(master, minion)
         assert ret.returncode == 0, ret.stdout + ret.stderr
         current = docker_client.containers.get(name)
