@@ -293,9 +293,10 @@ class Lab:
     def down(self):
         """Removes everything this lab made, and nothing else."""
         # The minions first (they would report engines going away), killed at once: a
-        # SIGTERMed salt-minion took 12 s to end even in an idle lab, and has nothing
-        # to save (the lab's data goes with it). Then the rest together: each engine
-        # stops its containers (their stop timeouts) meanwhile.
+        # SIGTERMed salt-minion took 12 s to end even in an idle lab (5 s of it Salt's
+        # fixed wait for returns to its master: kolla_salt.healthloop.stop_health_daemon),
+        # and has nothing to save (the lab's data goes with it). Then the rest together:
+        # each engine stops its containers (their stop timeouts) meanwhile.
         stopped = self._stop([f"{h['name']}-minion" for h in self.topology["hosts"]], timeout=0)
         stopped += self._stop(["master", "registry"] + [f"{h['name']}-engine" for h in self.topology["hosts"]])
         namespaces = sorted(ns for ns in self._namespaces() if ns.startswith(f"{self.name}-"))
