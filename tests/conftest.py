@@ -31,6 +31,9 @@ TEST_PORTS = {
 }
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.
+# One process per API and RPC service, as kolla-ansible's CI runs: each process loads
+# the whole service, and the suite's clouds share this machine's cores.
+SUITE_SETTINGS = {"openstack_service_workers": 1}
 IMAGE_NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 IMAGES = IMAGE_NAMESPACE or "kolla-salt"   # the namespace of the images tests run and name
 
@@ -62,6 +65,7 @@ class KollaEnv:
             "enable_haproxy": False,       # tests/functional/test_cloud.py puts the cloud behind it
             **({"docker_namespace": IMAGE_NAMESPACE} if IMAGE_NAMESPACE else {}),
             **TEST_PORTS,
+            **SUITE_SETTINGS,
         }
         self.write_globals()
         self.run("genpwd")

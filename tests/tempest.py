@@ -91,7 +91,7 @@ run_validation = false
 
 
 def run(workspace, conf, regex=SMOKE, timeout=900):
-    """Runs the tests `regex` selects, one at a time, in `workspace` (made here):
+    """Runs the tests `regex` selects, two at a time (tempest workers), in `workspace` (made here):
     (tempest's exit code, its summary and failures)."""
     command = tempest()
     workspace.mkdir(parents=True, exist_ok=True)
@@ -99,7 +99,7 @@ def run(workspace, conf, regex=SMOKE, timeout=900):
     subprocess.run([command, "init", "--workspace-path", str(workspace / "workspaces.yaml"), str(workspace / "cloud")],
                    check=True, capture_output=True)
     (workspace / "cloud" / "etc" / "tempest.conf").write_text(conf)
-    done = subprocess.run([command, "run", "--regex", regex, "--concurrency", "1"], cwd=workspace / "cloud",
+    done = subprocess.run([command, "run", "--regex", regex, "--concurrency", "2"], cwd=workspace / "cloud",
                           capture_output=True, text=True, timeout=timeout)
     return done.returncode, failures(done.stdout) + done.stdout[done.stdout.rfind("Totals"):] + done.stderr[-2000:]
 

@@ -111,6 +111,21 @@ def test_the_catalog_lists_every_registered_service_on_the_vip(cloud):
         assert all(url.startswith(f"http://{VIP}:") for url in register["endpoints"].values())
 
 
+def test_each_api_runs_as_many_uwsgi_workers_as_openstack_service_workers_says(cloud, docker_client):
+    """openstack_service_workers is each API's uwsgi processes, as in kolla-ansible
+    (the suite runs 1, conftest.SUITE_SETTINGS; the image's own default is 2). The APIs
+    are the containers behind haproxy, but for the database."""
+    workers, apis = {}, set()
+    for container in docker_client.containers.list(filters={"name": cloud.prefix}):
+        if declared_spec(container.labels).get("backend") and container.name != cloud.name("mariadb"):
+            apis.add(container.name)
+        titles = [process[-1] for process in container.top(ps_args="-o pid,args")["Processes"]]
+        if any("uWSGI master" in title for title in titles):
+            workers[container.name] = sum("uWSGI worker" in title for title in titles)
+    assert len(apis) >= 6 and set(workers) == apis, (workers, apis)
+    assert workers == {name: cloud.globals["openstack_service_workers"] for name in apis}
+
+
 def test_registration_made_each_service_user_with_its_roles(cloud):
     passwords = cloud.passwords()
     for user in (r["user"]["name"] for r in registered(cloud)):
@@ -392,6 +407,8 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
     override.parent.mkdir(parents=True, exist_ok=True)
     # Tokens take a few hundred ms each on this host: a second client asks for the
     # version document every 20 ms, so that no moment of either swap goes unasked.
+    # With one uwsgi worker (the suite's) each version request waits behind a token:
+    # keystone is busy all along, its listen queue never empty when a generation stops.
     probers = {"token requests": Prober(token_request(ports[0], cloud.passwords()["keystone_admin_password"], VIP),
                                         0.02, limit=5000),
                "version requests": Prober(lambda: keystone_answers(ports[0], 2.0, VIP), 0.02, limit=10000)}
@@ -419,8 +436,9 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
     for what, prober in probers.items():
         print(f"\nblue/green swaps of keystone: {prober.calls} {what}, {prober.failed} failed, "
               f"longest gap {prober.longest_gap():.2f} s")
-    assert probers["token requests"].calls >= 30 and probers["version requests"].calls >= 500, \
+    assert probers["token requests"].calls >= 30 and probers["version requests"].calls >= 60, \
         {what: prober.calls for what, prober in probers.items()}
+    assert probers["version requests"].longest_gap() < 2.0, probers["version requests"].longest_gap()
     assert [prober.failed for prober in probers.values()] == [0, 0]
 
 

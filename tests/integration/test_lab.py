@@ -15,6 +15,7 @@ import docker
 import pytest
 import yaml
 
+from conftest import SUITE_SETTINGS
 from guest import wait_for
 from health_helpers import freeze_service
 from kolla_salt.build import push
@@ -124,7 +125,7 @@ def cloud(hosts):
                         "docker_registry_insecure": True, "enable_haproxy": False}
     settings["roles"] = {"control": ["host1"], "compute": ["host2", "host3"], "memcached": ["*"]}
     # keystone is what these tests use across hosts; glance and placement have their own (test_cloud.py)
-    settings.update(enable_glance=False, enable_placement=False)
+    settings.update(enable_glance=False, enable_placement=False, **SUITE_SETTINGS)
     globals_file.write_text(yaml.safe_dump(settings))
     pushed = kolla("build", "--push")   # the enabled services' images, tagged for the lab's registry
     for image in service_images(load_settings(lab_.config_dir())):
