@@ -114,10 +114,10 @@ def test_the_catalog_lists_every_registered_service_on_the_vip(cloud):
 def test_each_api_runs_as_many_uwsgi_workers_as_openstack_service_workers_says(cloud, docker_client):
     """openstack_service_workers is each API's uwsgi processes, as in kolla-ansible
     (the suite runs 1, conftest.SUITE_SETTINGS; the image's own default is 2). The APIs
-    are the containers behind haproxy, but for the database."""
+    are the containers haproxy swaps blue/green."""
     workers, apis = {}, set()
     for container in docker_client.containers.list(filters={"name": cloud.prefix}):
-        if declared_spec(container.labels).get("backend") and container.name != cloud.name("mariadb"):
+        if declared_spec(container.labels).get("swap") == "blue-green":
             apis.add(container.name)
         titles = [process[-1] for process in container.top(ps_args="-o pid,args")["Processes"]]
         if any("uWSGI master" in title for title in titles):
