@@ -295,9 +295,11 @@ class Lab:
         # The minions first (they would report engines going away), killed at once: a
         # SIGTERMed salt-minion took 12 s to end even in an idle lab (5 s of it Salt's
         # fixed wait for returns to its master: kolla_salt.healthloop.stop_health_daemon),
-        # and has nothing to save (the lab's data goes with it). Then the rest together:
-        # each engine stops its containers (their stop timeouts) meanwhile.
+        # and has nothing to save (the lab's data goes with it). So have the containers:
+        # killed, they do not hold their engine's stop for their graceful ones (haproxy's
+        # and RabbitMQ's up to 30 s). Then the rest together.
         stopped = self._stop([f"{h['name']}-minion" for h in self.topology["hosts"]], timeout=0)
+        self._kill_containers()
         stopped += self._stop(["master", "registry"] + [f"{h['name']}-engine" for h in self.topology["hosts"]])
         namespaces = sorted(ns for ns in self._namespaces() if ns.startswith(f"{self.name}-"))
         for ns in namespaces:
@@ -307,6 +309,19 @@ class Lab:
         tags = self._untag_pushed()
         self.out(f"[lab] {self.name}: stopped {', '.join(stopped) or 'nothing'}; removed "
                  f"{len(namespaces)} namespace(s), the lab's data and {tags} image tag(s) for its registry")
+
+    def _kill_containers(self):
+        """Kills the running containers of every host's engine that answers."""
+        import docker
+        import docker.errors
+        for host in self.topology["hosts"]:
+            if not self._alive(f"{host['name']}-engine"):
+                continue
+            try:
+                for container in docker.DockerClient(base_url=self.docker_host(host), timeout=30).containers.list():
+                    container.kill()
+            except docker.errors.DockerException:   # gone meanwhile, or the engine does not answer: its stop ends them
+                pass
 
     def _untag_pushed(self):
         """Removes the tags `build --push` gave images on this machine's engine for the
