@@ -269,12 +269,21 @@ class Lab:
             for name in sorted(pending):
                 self.salt("salt-key", "-y", "-a", name)
                 self.out(f"[lab] {name}: key accepted")
-            answered = self.ping()
+            # A ping published before a minion holds its connection to the master's
+            # publisher is lost, and the master then waits its gather_job_timeout (10 s)
+            # before it says so: ping once every host holds one.
+            answered = self.ping() if {h["address"] for h in self.hosts} <= self._subscribed() else set()
             if names <= answered:
                 return
             if time.monotonic() > deadline:
                 raise KollaError(f"lab: minions not answering after 90 s: {', '.join(sorted(names - answered))}")
             time.sleep(1)
+
+    def _subscribed(self):
+        """The addresses holding a connection to the master's publisher (port 4505)."""
+        listing = run("ip", "netns", "exec", self.switch, "ss", "-Htn", "state", "established",
+                      "( sport = :4505 )", check=False).stdout
+        return {line.split()[-1].rsplit(":", 1)[0] for line in listing.splitlines()}
 
     def ping(self):
         """Hosts whose minion answers the master."""
