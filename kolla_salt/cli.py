@@ -152,8 +152,8 @@ def cmd_build(args):
               args.master.netns if args.master else None)
 
 
-def _push(refs, settings, netns, at_once=3):
-    """Pushes `at_once` images at a time: each push mostly reads its image out of the
+def _push(refs, settings, netns):
+    """Pushes three images at a time: each push mostly reads its image out of the
     engine and compresses its layers, one core's work (8 images here: 36 s one at a time, 26 s)."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
     from .build import push
@@ -163,7 +163,7 @@ def _push(refs, settings, netns, at_once=3):
         push(ref, insecure=settings["docker_registry_insecure"], netns=netns)
         return time.monotonic() - begun
     started = time.monotonic()
-    with ThreadPoolExecutor(at_once) as pool:
+    with ThreadPoolExecutor(3) as pool:
         pushes = {pool.submit(timed, ref): ref for ref in refs}
         for index, done in enumerate(as_completed(pushes), 1):
             print(f"[build] ({index}/{len(refs)}) pushed {pushes[done]} ({done.result():.1f} s)", flush=True)

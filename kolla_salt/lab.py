@@ -304,9 +304,9 @@ class Lab:
         # The minions first (they would report engines going away), killed at once: a
         # SIGTERMed salt-minion took 12 s to end even in an idle lab (5 s of it Salt's
         # fixed wait for returns to its master: kolla_salt.healthloop.stop_health_daemon),
-        # and has nothing to save (the lab's data goes with it). So have the containers:
-        # killed, they do not hold their engine's stop for their graceful ones (haproxy's
-        # and RabbitMQ's up to 30 s). Then the rest together.
+        # and has nothing to save (the lab's data goes with it). Nor have the containers:
+        # killed first, they do not hold up their engine's stop with graceful stops of
+        # their own (haproxy's and RabbitMQ's take up to 30 s). Then the rest together.
         stopped = self._stop([f"{h['name']}-minion" for h in self.topology["hosts"]], timeout=0)
         self._kill_containers()
         stopped += self._stop(["master", "registry"] + [f"{h['name']}-engine" for h in self.topology["hosts"]])

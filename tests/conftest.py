@@ -29,11 +29,11 @@ TEST_PORTS = {
     "neutron_server_port": 29696, "neutron_server_standby_port": 29697, "horizon_port": 20080,
     "horizon_standby_port": 20081, "nova_novncproxy_port": 26080,
 }
-# Images of another namespace than the default (kolla-salt): a checkout whose images
-# differ from another's on the same engine (a branch under work) builds and tests its own.
 # One process per API and RPC service, as kolla-ansible's CI runs: each process loads
 # the whole service, and the suite's clouds share this machine's cores.
 SUITE_SETTINGS = {"openstack_service_workers": 1}
+# Images of another namespace than the default (kolla-salt): a checkout whose images
+# differ from another's on the same engine (a branch under work) builds and tests its own.
 IMAGE_NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 IMAGES = IMAGE_NAMESPACE or "kolla-salt"   # the namespace of the images tests run and name
 
