@@ -408,7 +408,7 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
     # Tokens take a few hundred ms each on this host: a second client asks for the
     # version document every 20 ms, so that no moment of either swap goes unasked.
     # With one uwsgi worker (the suite's) each version request waits behind a token:
-    # keystone is busy all along, its listen queue never empty when a generation stops.
+    # keystone is busy all along, so a generation stops with requests queued for it.
     probers = {"token requests": Prober(token_request(ports[0], cloud.passwords()["keystone_admin_password"], VIP),
                                         0.02, limit=5000),
                "version requests": Prober(lambda: keystone_answers(ports[0], 2.0, VIP), 0.02, limit=10000)}
