@@ -2,6 +2,7 @@
 restart policy (cap per window, doubling backoff, give-up once)."""
 import dataclasses
 import json
+import math
 import threading
 from types import SimpleNamespace
 
@@ -411,6 +412,41 @@ def test_failing_checks_come_sooner_and_a_stopped_process_is_checked_at_once():
     assert tracker.due(watched, since_last=5.0)
     observe_all(tracker, [(FAIL, health.Evidence())], start=T0 + 10)
     assert tracker.due(watched, since_last=1.0)
+
+
+def test_a_pass_of_dockers_own_check_counts_for_a_passing_container_only():
+    tracker = HealthTracker(threshold=3, interval=5, retry_interval=1, remind=0)
+    watched = dataclasses.replace(item(), docker_interval=10)
+    assert tracker.due(watched, since_last=math.inf, since_docker_pass=0.5)   # never checked by the loop
+    observe_all(tracker, [(OK, health.Evidence())])
+    assert not tracker.due(watched, since_last=6.0, since_docker_pass=2.0)   # Docker's pass 2 s ago
+    assert tracker.due(watched, since_last=6.0, since_docker_pass=5.0)       # halfway to Docker's next
+    # Docker's next check is due: waited for, up to DOCKER_GRACE late; then the loop's own
+    assert not tracker.due(watched, since_last=5.0, since_docker_pass=10.0)
+    assert tracker.due(watched, since_last=6.5, since_docker_pass=10.0 + health.DOCKER_GRACE)
+    assert tracker.due(watched, since_last=6.0, since_docker_pass=math.inf)   # Docker's last check failed
+    assert tracker.due(watched, since_last=6.0, since_docker_pass=2.0, stopped=True)
+    observe_all(tracker, [(FAIL, health.Evidence())], start=T0 + 10)
+    assert tracker.due(watched, since_last=1.0, since_docker_pass=0.5)      # failing: its own checks
+    # Reported slow: its own checks at the normal pace, so that its recovery is seen.
+    observe_all(tracker, [(timed_out(), health.Evidence(ticks_before=1, ticks=5, **LOADED))] * 3, start=T0 + 20)
+    assert tracker.snapshot()["memcached"]["status"] == "slow"
+    assert tracker.due(watched, since_last=5.0, since_docker_pass=0.5)
+
+
+def test_dockers_latest_check_counts_if_it_passed_in_time_after_the_last_start():
+    started = "2026-01-01T00:00:10.5Z"
+
+    def state(*log):
+        return {"StartedAt": started, "Health": {"Log": [
+            {"Start": f"2026-01-01T00:00:{b:02d}.000000001Z", "End": f"2026-01-01T00:00:{e:02d}.5Z", "ExitCode": code}
+            for b, e, code in log]}}
+    began = health.docker_time("2026-01-01T00:00:20Z")
+    assert health.docker_pass(state((15, 15, 1), (20, 20, 0)), timeout=2) == pytest.approx(began)
+    assert health.docker_pass(state((15, 15, 0), (20, 20, 1)), timeout=2) == 0.0   # the latest failed
+    assert health.docker_pass(state((20, 23, 0)), timeout=2) == 0.0                 # slower than the timeout
+    assert health.docker_pass(state((5, 5, 0)), timeout=2) == 0.0                   # before the last start
+    assert health.docker_pass({"StartedAt": started}, timeout=2) == 0.0             # no check yet
 
 
 def test_a_stateful_service_failing_without_a_certain_hang_is_reported_failing_not_unhealthy():
