@@ -11,10 +11,10 @@ forever. The loop has two halves, both here so they are testable without Salt:
   every `retry_interval` while it fails. For a passing container a pass of
   Docker's own check of the same command (its HEALTHCHECK, for `docker ps`)
   counts too, so the loop runs its own only between Docker's: each `docker
-  exec` costs about 35 ms of CPU before the check even starts. Beside each check the pass records
-  what the host shows (kolla_salt.hostsignals: process states, CPU time,
-  PSI), and `judge` tells hung from slow from failed (the rule: README
-  "Health loop", docs/design.md). A `HealthTracker` turns verdicts into
+  exec` costs about 35 ms of CPU before the check even starts. Beside each
+  check the pass records what the host shows (kolla_salt.hostsignals: process
+  states, CPU time, PSI), and `judge` tells hung from slow from failed (the
+  rule: README "Health loop", docs/design.md). A `HealthTracker` turns verdicts into
   events, only on change: `unhealthy` at once for a certain hang, after
   `threshold` failures in a row otherwise (never for a stateful container:
   `failing`), `slow` when load explains the failures, `healthy` when a
