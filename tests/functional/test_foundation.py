@@ -140,6 +140,22 @@ def test_job_state_fails_with_the_job_output(memcached_env):
     assert "exited with code 3" in ret["comment"] and "broken schema" in ret["comment"]
 
 
+def test_a_job_gets_a_quarter_of_a_services_cpu_weight(memcached_env, tmp_path):
+    """One-shot jobs (migrations, bootstraps) yield the CPU to the services users
+    reach on a busy host: the kernel weighs a job's cgroup at a quarter of the
+    default a service keeps (cpu.shares 256 of 1024; on cgroup v2 cpu.weight 10 of 100)."""
+    from kolla_salt.saltcall import salt_call
+    tmp_path.chmod(0o777)   # the job runs as the image's user
+    read_weight = "cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu.weight"
+    spec = {"image": MEMCACHED_IMAGE, "restart_policy": "no", "volumes": [f"{tmp_path}:/out"],
+            "command": ["sh", "-c", f"({read_weight}) > /out/weight"]}
+    code, data = salt_call(memcached_env.config_dir, memcached_env.globals["kolla_state_directory"],
+                           ["state.single", "kolla_container.job", f"name={memcached_env.name('weighed')}",
+                            f"spec={json.dumps(spec)}"])
+    assert code == 0, data
+    assert int((tmp_path / "weight").read_text()) in (256, 10)
+
+
 def test_pruning_keeps_generations_kept_and_drops_orphaned_images(memcached_env, docker_client):
     """generations_kept: 1. Each deploy rebuilds the memcached tag: the replaced
     generation beyond the one kept goes, and its image, now untagged, goes too."""
