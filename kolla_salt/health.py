@@ -112,13 +112,14 @@ def watched_from_container(container, prefix=""):
     check = spec.get("healthcheck")
     if not check or not check.get("test"):
         return None
+    timeout = int(check.get("timeout") or 5)
     return Watched(name=name, container_id=container.id, started_at=state.get("StartedAt", ""),
-                   test=tuple(check["test"]), timeout=int(check.get("timeout") or 5),
+                   test=tuple(check["test"]), timeout=timeout,
                    start_period=int(check.get("start_period") or 0),
                    generation=labels.get(LABEL_GENERATION, ""), set_path=labels.get(LABEL_SET, ""),
                    pid=int(state.get("Pid") or 0), stateful=bool(spec.get("stateful")),
                    cluster=spec.get("cluster") or "", docker_interval=int(check.get("interval") or 0),
-                   docker_passed=docker_pass(state, int(check.get("timeout") or 5)))
+                   docker_passed=docker_pass(state, timeout))
 
 
 def docker_pass(state, timeout):

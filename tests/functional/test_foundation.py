@@ -142,8 +142,8 @@ def test_job_state_fails_with_the_job_output(memcached_env):
 
 def test_a_job_gets_a_quarter_of_a_services_cpu_weight(memcached_env, tmp_path):
     """One-shot jobs (migrations, bootstraps) yield the CPU to the services users
-    reach on a busy host: the kernel weighs a job's cgroup at a quarter of the
-    default a service keeps (cpu.shares 256 of 1024; on cgroup v2 cpu.weight 10 of 100)."""
+    reach on a busy host: a job's cgroup gets cpu.shares 256, a quarter of the 1024
+    a service keeps (cgroup v2 converts it to cpu.weight 10 of 100)."""
     from kolla_salt.saltcall import salt_call
     tmp_path.chmod(0o777)   # the job runs as the image's user
     read_weight = "cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu.weight"
