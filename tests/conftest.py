@@ -30,8 +30,10 @@ TEST_PORTS = {
     "horizon_standby_port": 20081, "nova_novncproxy_port": 26080,
 }
 # One process per API and RPC service, as kolla-ansible's CI runs: each process loads
-# the whole service, and the suite's clouds share this machine's cores.
-SUITE_SETTINGS = {"openstack_service_workers": 1}
+# the whole service, and the suite's clouds share this machine's cores. nova-compute
+# waits 2 s instead of 10 for requests in progress when it stops: the suite's servers
+# are never mid-spawn then, and each of its swaps spent the whole wait.
+SUITE_SETTINGS = {"openstack_service_workers": 1, "nova_compute_shutdown_timeout": 2}
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.
 IMAGE_NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
