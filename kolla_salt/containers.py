@@ -132,6 +132,22 @@ def _serve_under_name(container, name):
     return True
 
 
+def _stop_timeout(spec):
+    """Seconds Docker gives a container's stop before it kills it (Docker's default: 10)."""
+    return int(spec.get("stop_timeout", 10))
+
+
+def _await_stop_in_flight(container):
+    """A swap killed after `created` may have asked Docker to stop the old generation
+    (_retire), and Docker finishes a stop whose client is gone: waits for as long as
+    such a stop can take, so that the old generation is started again after it, not
+    before (it would be left stopped)."""
+    deadline = time.monotonic() + _stop_timeout(declared_spec(container.labels)) + 2
+    while container.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        container.reload()
+
+
 def redact(text, secrets):
     for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, "********")
@@ -589,7 +605,7 @@ class ContainerManager:
                 drained = f"{where[1]} drained in the haproxy of {', '.join(hosts)}"
         except KollaError as error:
             self.out(f"{container.name}: not drained ({error}); stopping it anyway")
-        container.stop(timeout=int(spec.get("stop_timeout", 10)))
+        container.stop(timeout=_stop_timeout(spec))
         return drained
 
     def _undo(self, name, new, old, generation, old_generation):
@@ -626,6 +642,8 @@ class ContainerManager:
             self._complete(name, new, generation, record["previous_outcome"])
             done = f"completed the interrupted swap to generation {generation}"
         else:
+            if record["step"] == "created" and old is not None:
+                _await_stop_in_flight(old)
             self._undo(name, new, old, generation, old_generation)
             done = (f"undid the interrupted swap to generation {generation} ({record['step']}); "
                     f"generation {old_generation} serves")
