@@ -99,6 +99,7 @@ VALUE_RULES = [
     (lambda key: key == "nova_console", lambda v: v in ("novnc", "none"), "novnc or none"),
     # nova-compute's graceful shutdown (27 s: its stop_timeout less 3) holds this wait and its cleanup.
     (lambda key: key == "nova_compute_shutdown_timeout", lambda v: 0 <= v <= 20, "between 0 and 20 seconds"),
+    (lambda key: key == "memcache_dead_retry", lambda v: 1 <= v <= 300, "between 1 and 300 seconds"),
     (lambda key: key == "ovs_datapath_type", lambda v: v in ("", "system", "netdev"),
      "system (the kernel's), netdev (userspace) or empty (what the host offers)"),
     (lambda key: key == "cron_logrotate_log_maxsize", lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,

@@ -32,7 +32,8 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
         "health_check_interval": 0, "cron_logrotate_log_maxsize": "100 MB", "cron_logrotate_rotation_count": 0,
         "cron_logrotate_rotation_interval": "hourly", "health_pressure_limit": 1.5, "health_slow_timeout_factor": 0.5,
         "health_stall_window": "10s", "neutron_physical_networks": "physnet1, physnet2",
-        "ovs_integration_bridge": "br-int-of-the-cloud", "nova_compute_shutdown_timeout": 30})
+        "ovs_integration_bridge": "br-int-of-the-cloud", "nova_compute_shutdown_timeout": 30,
+        "memcache_dead_retry": 0})
     with pytest.raises(ValidationError) as error:
         load_settings(tmp_path)
     problems = "\n".join(error.value.problems)
@@ -49,6 +50,7 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
     assert f"{path}: key 'health_slow_timeout_factor' must be at least 1, got 0.5" in problems
     assert f"{path}: key 'health_stall_window' must be a whole number, got '10s'" in problems
     assert f"{path}: key 'nova_compute_shutdown_timeout' must be between 0 and 20 seconds, got 30" in problems
+    assert f"{path}: key 'memcache_dead_retry' must be between 1 and 300 seconds, got 0" in problems
     assert (f"{path}: key 'neutron_physical_networks' must be * or physical network names separated by commas "
             "(letters, digits, '.', '_', '-'; e.g. physnet1,physnet2), got 'physnet1, physnet2'") in problems
     assert (f"{path}: key 'ovs_integration_bridge' must be a bridge name of 1 to 15 letters, digits, '.', '_' or '-', "
