@@ -200,9 +200,10 @@ def test_bad_hosts_are_refused_before_anything_changes(hosts, cloud):
     assert "0 changed, 0 failed" in kolla("deploy")
 
 
-def memcached_gets(host):
+def memcached_gets(host, port):
     """How many gets `host`'s memcached has served since it started (its `stats`)."""
-    script = (f"import socket; c = socket.create_connection(({host['address']!r}, 11211)); c.sendall(b'stats\\r\\n')\n"
+    script = (f"import socket; c = socket.create_connection(({host['address']!r}, {port}), timeout=5)\n"
+              "c.sendall(b'stats\\r\\n')\n"
               "data = b''\nwhile not data.endswith(b'END\\r\\n'): data += c.recv(65536)\n"
               "print(next(l.split()[2] for l in data.decode().splitlines() if l.startswith('STAT cmd_get ')))")
     result = engine(host).containers.get("memcached").exec_run(["python3", "-c", script])
@@ -222,7 +223,8 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
     out = kolla("upgrade", "--services", "memcached", "--batch", "1")
     # A member keystone could not reach while it restarted is skipped for memcache_dead_retry
     # (oslo.cache's default, 300 s, left the restarted members unused for 5 minutes).
-    wait_for("gets from keystone on every new memcached", lambda: all(memcached_gets(h) > 0 for h in hosts), 30)
+    port = load_settings(cloud["lab"].config_dir())["memcached_port"]
+    wait_for("gets from keystone on every new memcached", lambda: all(memcached_gets(h, port) > 0 for h in hosts), 30)
     seen = json.loads(probe.communicate(input="", timeout=60)[0])
     assert seen["failed"] == 0 and seen["sent"] > 0, seen
     assert "state.orchestrate kolla.upgrade" in out
