@@ -19,7 +19,7 @@ from conftest import SUITE_SETTINGS
 from guest import wait_for
 from health_helpers import freeze_service
 from kolla_salt.build import push
-from kolla_salt.inventory import build_pillar, default_image, load_settings, service_images
+from kolla_salt.inventory import build_pillar, default_image, load_passwords, load_settings, service_images
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
@@ -200,6 +200,11 @@ def test_bad_hosts_are_refused_before_anything_changes(hosts, cloud):
     assert "0 changed, 0 failed" in kolla("deploy")
 
 
+def admin_password(cloud):
+    """keystone's admin password in the lab's operator folder."""
+    return load_passwords(cloud["lab"].config_dir())["keystone_admin_password"]
+
+
 def memcached_gets(host, port):
     """How many gets `host`'s memcached has served since it started (its `stats`)."""
     script = (f"import socket; c = socket.create_connection(({host['address']!r}, {port}), timeout=5)\n"
@@ -218,7 +223,7 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
     A rollback through the master holds only that host's container."""
     settings = dict(cloud["settings"], memcached_memory_mb=48)
     cloud["globals"].write_text(yaml.safe_dump(settings))
-    password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
+    password = admin_password(cloud)
     probe = vip_client(hosts[1], admin_password=password, address=hosts[0]["address"])   # keystone runs on host1
     out = kolla("upgrade", "--services", "memcached", "--batch", "1")
     # A member keystone could not reach while it restarted is skipped for memcache_dead_retry
@@ -529,7 +534,7 @@ def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row
     sql(host1, "CREATE DATABASE kstgalera; CREATE TABLE kstgalera.rows (id INT AUTO_INCREMENT PRIMARY KEY, v INT);"
                "INSERT INTO kstgalera.rows (v) VALUES (1), (2), (3)")
 
-    password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
+    password = admin_password(cloud)
     probe = vip_client(host3, admin_password=password)
     time.sleep(3)
     engine(host1).containers.get("mariadb").stop()   # the writer
@@ -679,7 +684,7 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     ran = [(line.split(":")[0], line.split("ran ")[1]) for line in out.splitlines() if "job: ran keystone_" in line]
     assert {host for host, job in ran if job != "keystone_db_contract"} == {"host1"}, out
     assert [host for host, job in ran if job == "keystone_db_contract"] == ["host3"], out
-    password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
+    password = admin_password(cloud)
     servers = [(h["address"], int(engine(h).containers.get("keystone").labels["kolla.listen-port"])) for h in hosts]
 
     def fernet_keys():
@@ -735,7 +740,7 @@ def test_galera_members_are_replaced_one_at_a_time_without_a_failed_request(host
     to the next member, the member ends keystone's idle pooled connections and the
     busy ones are made again within connection_recycle_time, so that stopping it cuts
     no query. Each member is Synced, with every row, before the next one stops."""
-    password = yaml.safe_load((Path(cloud["lab"].config_dir()) / "passwords.yml").read_text())["keystone_admin_password"]
+    password = admin_password(cloud)
     before = [rows(h) for h in hosts]
     out, seen, _ = deploy_under_a_token_client(
         hosts[2], password, Path(cloud["lab"].config_dir()) / "config" / "mariadb" / "my.cnf",
