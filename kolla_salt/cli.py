@@ -279,7 +279,7 @@ def cmd_deploy(args):
         _check_through_master(pillars, facts, names, args.allow_release_jump)
         if not names or "mariadb" in names:
             args.master.check_galera(facts)
-        return _orchestrate(args, "kolla.deploy", pillars, names)
+        return _orchestrate(args, "kolla.deploy", facts, pillars, names)
     return _deploy(args, _validated_pillar(args))
 
 
@@ -340,11 +340,11 @@ def _selected_names(pillars, services_arg):
     return [s["name"] for s in _select(_all_hosts(pillars), _split(services_arg))] if services_arg else []
 
 
-def _orchestrate(args, sls, pillars, names, extra_pillar=None):
-    """deploy/upgrade through a salt-master, after its preflight: walks the set tree
-    across hosts (`pillars`: what each host gets, validated)."""
+def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
+    """deploy/upgrade through a salt-master, after its preflight (the hosts' `facts`):
+    walks the set tree across hosts (`pillars`: what each host gets, validated)."""
     from .inventory import load_pins
-    from .master import host_returns, step_failure
+    from .master import host_returns, step_failure, step_note
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
     for host, pillar in sorted(pillars.items()):
         print(f"[{command}] {host}: " + (", ".join(s["name"] for s in pillar["kolla"]["services"]
@@ -361,6 +361,8 @@ def _orchestrate(args, sls, pillars, names, extra_pillar=None):
         for host, states in sorted(host_returns(step).items()):
             host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
             changed, failed = changed + host_changed, failed + host_failed
+        if step_note(step):
+            print(f"[{command}] {step_note(step)}")
         failure = step_failure(step)
         if failure:
             failed += 1
@@ -368,7 +370,9 @@ def _orchestrate(args, sls, pillars, names, extra_pillar=None):
     print(f"[{command}] {len(steps)} step(s) on {len(pillars)} host(s): {changed} changed, {failed} failed")
     ok = ok and failed == 0
     if not args.test:
-        args.master.refresh_pillars()
+        refreshed = args.master.refresh_pillars(pillars, facts)
+        if refreshed:
+            print(f"[{command}] pillar refreshed on {', '.join(refreshed)} (the health loop's settings)")
     keystone_hosts = [p for _, p in sorted(pillars.items()) if any(s["name"] == "keystone" for s in p["kolla"]["services"])]
     if ok and not args.test and keystone_hosts and (not names or "keystone" in names):
         from .clouds import write_client_files
@@ -464,7 +468,7 @@ def cmd_upgrade(args):
             del pins.services[name]
     args.test = False
     if args.master:   # the new declaration; hosts pull the new images from docker_registry
-        return _orchestrate(args, "kolla.upgrade", args.master.pillars(facts), names, {"kolla_batch": args.batch})
+        return _orchestrate(args, "kolla.upgrade", facts, args.master.pillars(facts), names, {"kolla_batch": args.batch})
     pillar = _validated_pillar(args)
     services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)

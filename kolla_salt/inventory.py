@@ -296,7 +296,8 @@ def placement(config_dir):
     """Where each enabled service runs, in tree order: [{service, set, hosts (patterns),
     key (in globals.yml), target (a Salt compound target), rollout (the runner that
     deploys it across hosts instead of a plain state run, or None), serial (deployed
-    one host at a time even outside an upgrade)}]. What a master's orchestration walks; it holds no
+    one host at a time even outside an upgrade), pause (seconds to wait after each host
+    when it goes host by host)}]. What a master's orchestration walks; it holds no
     secret and no host's address."""
     settings = load_settings(config_dir)
     steps = []
@@ -305,7 +306,8 @@ def placement(config_dir):
         if hosts:   # placed on no host: nothing to deploy
             steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
                           "target": " or ".join(hosts), "rollout": definition.get("rollout"),
-                          "serial": bool(definition.get("serial"))})
+                          "serial": bool(definition.get("serial")),
+                          "pause": definition.get("pause_between_hosts") or 0})
     return steps
 
 

@@ -119,19 +119,19 @@ def _engine_error():
 def facts():
     """What a master checks before a change (kolla_salt.master): whether this host's
     Docker engine answers (engine_error: "" when it does), the release each managed
-    container runs, its interfaces' IPv4 addresses, and the version of the Salt
-    modules it runs."""
+    container runs, its interfaces' IPv4 addresses, the version of the Salt
+    modules it runs and a digest of the pillar it holds (kolla_salt.master.held_digest)."""
     import os
 
     import docker
 
-    from kolla_salt.master import synced_version
+    from kolla_salt.master import held_digest, synced_version
     from kolla_salt.releases import running_releases
     extmods = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     error = _engine_error()
     return {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
             "interfaces": __grains__.get("ip4_interfaces") or {},
-            "code": synced_version(lambda kind: os.path.join(extmods, kind))}
+            "code": synced_version(lambda kind: os.path.join(extmods, kind)), "pillar": held_digest(dict(__pillar__))}
 
 
 def status():

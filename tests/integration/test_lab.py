@@ -149,8 +149,11 @@ def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_to
                            env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
                            capture_output=True, text=True, timeout=120)
     assert token.returncode == 0 and len(token.stdout.strip()) > 20, token.stderr
-    # A second deploy through the master changes nothing on any host.
-    assert "0 changed, 0 failed" in kolla("deploy")
+    # The hosts' minions took their pillar before globals.yml was written: refreshed.
+    assert "pillar refreshed on host1, host2, host3" in cloud["first"]
+    # A second deploy through the master changes nothing on any host, nor any pillar.
+    again = kolla("deploy")
+    assert "0 changed, 0 failed" in again and "pillar refreshed" not in again
     # status shows every host's tree; logs takes HOST:CONTAINER.
     status = kolla("status")
     assert "== host1" in status and "== host3" in status and status.count("memcached  ") >= 3
@@ -219,8 +222,10 @@ def memcached_gets(host, port):
 def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cloud):
     """Batch 1: each host's memcached is replaced and healthy before the next host's
     starts, while keystone issues tokens without a failure; keystone uses each new
-    member's cache again within memcache_dead_retry (10 s) of the member's return.
-    A rollback through the master holds only that host's container."""
+    member's cache again within memcache_dead_retry (10 s) of the member's return,
+    and the next host's member goes only after that (pause_between_hosts), so that
+    keystone never skips two members at once. A rollback through the master holds
+    only that host's container."""
     settings = dict(cloud["settings"], memcached_memory_mb=48)
     cloud["globals"].write_text(yaml.safe_dump(settings))
     password = admin_password(cloud)
@@ -239,10 +244,14 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
         client = engine(host)
         new, old = client.containers.get("memcached"), client.containers.get("memcached.gen1")
         assert new.labels["kolla.generation"] == "2" and "-m 48" in command_line(new), host
-        swaps.append((stamp(new.attrs["Created"]), stamp(old.attrs["State"]["FinishedAt"]), host["name"]))
+        swaps.append((stamp(new.attrs["Created"]), stamp(old.attrs["State"]["FinishedAt"]),
+                      stamp(new.attrs["State"]["StartedAt"]), host["name"]))
     swaps.sort()
-    for (_, retired, name), (created, _, next_name) in zip(swaps, swaps[1:]):
+    dead_retry = load_settings(cloud["lab"].config_dir())["memcache_dead_retry"]
+    assert out.count(f"[upgrade] waited {dead_retry} s: clients use memcached on ") == 2, out
+    for (_, retired, started, name), (created, _, _, next_name) in zip(swaps, swaps[1:]):
         assert created > retired, f"{next_name}'s new memcached was created before {name}'s swap ended"
+        assert created >= started + dead_retry, f"{next_name}'s memcached went {created - started:.1f} s after {name}'s"
     # Roll back host2 only: pinned as host2:memcached, kept by the next deploy.
     assert "host2:memcached: generation 3 runs what generation 1 ran" in kolla("rollback", "host2:memcached")
     pins = yaml.safe_load((Path(cloud["lab"].config_dir()) / "pins.yml").read_text())
@@ -335,7 +344,11 @@ def test_the_masters_reactor_heals_a_frozen_container_on_any_host(hosts, cloud):
 
 
 def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
-    settings = dict(cloud["settings"], roles={**cloud["settings"]["roles"], "memcached": ["host1", "host2"]})
+    """...and a health setting changed with it reaches every host's health loop (its
+    minion's beacon, from the pillar it holds)."""
+    stall_window = cloud["settings"].get("health_stall_window", 10) + 1
+    settings = dict(cloud["settings"], roles={**cloud["settings"]["roles"], "memcached": ["host1", "host2"]},
+                    health_stall_window=stall_window)
     cloud["globals"].write_text(yaml.safe_dump(settings))
     def host3_memcached():
         return sorted(c.name for c in engine(hosts[2]).containers.list(all=True) if c.name.startswith("memcached"))
@@ -352,6 +365,10 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
     assert sorted(c.name for c in engine(hosts[2]).containers.list(all=True)) == ["cron"]
     seen = json.loads(cloud["lab"].salt("salt", "host3", "pillar.item", "kolla", "--out=json").stdout)
     assert len(seen["host3"]["kolla"]["services"]) == 1
+    assert "pillar refreshed on host1, host2, host3" in out
+    held = json.loads(cloud["lab"].salt("salt", "*", "pillar.raw", "beacons", "--out=json").stdout)   # in memory
+    assert {h: {"stall_window": stall_window} in b["kolla_health"] for h, b in held.items()} == \
+        {h["name"]: True for h in hosts}, held
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
