@@ -149,8 +149,6 @@ def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_to
                            env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
                            capture_output=True, text=True, timeout=120)
     assert token.returncode == 0 and len(token.stdout.strip()) > 20, token.stderr
-    # The hosts' minions took their pillar before globals.yml was written: refreshed.
-    assert "pillar refreshed on host1, host2, host3" in cloud["first"]
     # A second deploy through the master changes nothing on any host, nor any pillar.
     again = kolla("deploy")
     assert "0 changed, 0 failed" in again and "pillar refreshed" not in again
@@ -366,7 +364,7 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
     seen = json.loads(cloud["lab"].salt("salt", "host3", "pillar.item", "kolla", "--out=json").stdout)
     assert len(seen["host3"]["kolla"]["services"]) == 1
     assert "pillar refreshed on host1, host2, host3" in out
-    held = json.loads(cloud["lab"].salt("salt", "*", "pillar.raw", "beacons", "--out=json").stdout)   # in memory
+    held = json.loads(cloud["lab"].salt("salt", "*", "pillar.raw", "beacons", "--out=json", "--static").stdout)   # in memory
     assert {h: {"stall_window": stall_window} in b["kolla_health"] for h, b in held.items()} == \
         {h["name"]: True for h in hosts}, held
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
