@@ -372,7 +372,7 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
     if not args.test:
         refreshed = args.master.refresh_pillars(pillars, facts)
         if refreshed:
-            print(f"[{command}] pillar refreshed on {', '.join(refreshed)} (the health loop's settings)")
+            print(f"[{command}] pillar refreshed on {', '.join(refreshed)} (what their minions hold changed)")
     keystone_hosts = [p for _, p in sorted(pillars.items()) if any(s["name"] == "keystone" for s in p["kolla"]["services"])]
     if ok and not args.test and keystone_hosts and (not names or "keystone" in names):
         from .clouds import write_client_files
