@@ -361,8 +361,9 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
         for host, states in sorted(host_returns(step).items()):
             host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
             changed, failed = changed + host_changed, failed + host_failed
-        if step_note(step):
-            print(f"[{command}] {step_note(step)}")
+        note = step_note(step)
+        if note:
+            print(f"[{command}] {note}")
         failure = step_failure(step)
         if failure:
             failed += 1

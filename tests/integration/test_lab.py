@@ -231,8 +231,9 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
     out = kolla("upgrade", "--services", "memcached", "--batch", "1")
     # A member keystone could not reach while it restarted is skipped for memcache_dead_retry
     # (oslo.cache's default, 300 s, left the restarted members unused for 5 minutes).
-    port = load_settings(cloud["lab"].config_dir())["memcached_port"]
-    wait_for("gets from keystone on every new memcached", lambda: all(memcached_gets(h, port) > 0 for h in hosts), 30)
+    lab_settings = load_settings(cloud["lab"].config_dir())
+    wait_for("gets from keystone on every new memcached",
+             lambda: all(memcached_gets(h, lab_settings["memcached_port"]) > 0 for h in hosts), 30)
     seen = json.loads(probe.communicate(input="", timeout=60)[0])
     assert seen["failed"] == 0 and seen["sent"] > 0, seen
     assert "state.orchestrate kolla.upgrade" in out
@@ -245,7 +246,7 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
         swaps.append((stamp(new.attrs["Created"]), stamp(old.attrs["State"]["FinishedAt"]),
                       stamp(new.attrs["State"]["StartedAt"]), host["name"]))
     swaps.sort()
-    dead_retry = load_settings(cloud["lab"].config_dir())["memcache_dead_retry"]
+    dead_retry = lab_settings["memcache_dead_retry"]
     assert out.count(f"[upgrade] waited {dead_retry} s: clients use memcached on ") == 2, out
     for (_, retired, started, name), (created, _, _, next_name) in zip(swaps, swaps[1:]):
         assert created > retired, f"{next_name}'s new memcached was created before {name}'s swap ended"
@@ -342,8 +343,9 @@ def test_the_masters_reactor_heals_a_frozen_container_on_any_host(hosts, cloud):
 
 
 def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
-    """...and a health setting changed with it reaches every host's health loop (its
-    minion's beacon, from the pillar it holds)."""
+    """host3 taken out of memcached's role: the next deploy removes its memcached
+    containers (volumes kept). A health setting changed in the same deploy reaches
+    every host's health loop: its minion's beacon comes from the pillar it holds."""
     stall_window = cloud["settings"].get("health_stall_window", 10) + 1
     settings = dict(cloud["settings"], roles={**cloud["settings"]["roles"], "memcached": ["host1", "host2"]},
                     health_stall_window=stall_window)
