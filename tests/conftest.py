@@ -34,8 +34,8 @@ TEST_PORTS = {
 # waits 2 s instead of 10 for requests in progress when it stops: the suite's servers
 # are never mid-spawn then, and each of its swaps spent the whole wait. The health
 # loop checks a passing container every 10 s, the pace of Docker's own check, whose
-# passes it counts: one `docker exec` per container per 10 s instead of two (the lab at
-# rest: 0.68 cores busy instead of 0.88). A stopped process, a failing check and a
+# passes it counts: one `docker exec` per container per 10 s instead of two
+# (docs/design.md, "The suite's time"). A stopped process, a failing check and a
 # restart are still seen each second; the health tests set their own pace.
 SUITE_SETTINGS = {"openstack_service_workers": 1, "nova_compute_shutdown_timeout": 2, "health_check_interval": 10}
 # Images of another namespace than the default (kolla-salt): a checkout whose images

@@ -346,7 +346,7 @@ def test_a_host_taken_out_of_a_role_loses_that_roles_containers(hosts, cloud):
     """host3 taken out of memcached's role: the next deploy removes its memcached
     containers (volumes kept). A health setting changed in the same deploy reaches
     every host's health loop: its minion's beacon comes from the pillar it holds."""
-    stall_window = cloud["settings"].get("health_stall_window", 10) + 1
+    stall_window = load_settings(cloud["lab"].config_dir())["health_stall_window"] + 1   # the default, or the lab's
     settings = dict(cloud["settings"], roles={**cloud["settings"]["roles"], "memcached": ["host1", "host2"]},
                     health_stall_window=stall_window)
     cloud["globals"].write_text(yaml.safe_dump(settings))
