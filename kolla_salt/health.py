@@ -678,16 +678,16 @@ class RestartPolicy:
 class RestartLedger:
     """{container name: record} in a JSON file, changed under an exclusive lock.
 
-    Beside it, the file `paused` holds the pid of a deploy, upgrade or rollback
-    in progress (see `paused_restarts`): while that process lives, the loop
-    restarts nothing, because a container being swapped in may fail its
-    check until it is ready and the swap already decides what happens to it.
+    Beside it, the folder `pauses` holds a file per deploy, upgrade or rollback in
+    progress, named by its pid (see `paused_restarts`): while one of those processes
+    lives, the loop restarts nothing, because a container being swapped in may fail
+    its check until it is ready and the swap already decides what happens to it.
     And `locks/<name>.lock` is held by the reaction acting on that container
     (see `acting_on`)."""
 
     def __init__(self, path):
         self.path = str(path)
-        self.pause_file = os.path.join(os.path.dirname(self.path), "paused")
+        self.pause_dir = os.path.join(os.path.dirname(self.path), "pauses")
         self.lock_dir = os.path.join(os.path.dirname(self.path), "locks")
 
     def acting_on(self, name):
@@ -698,30 +698,39 @@ class RestartLedger:
         return _exclusive(os.path.join(self.lock_dir, f"{name}.lock"))
 
     def paused_by(self):
-        """The pid of the live process that paused restarts, or None."""
+        """The pid of a live process that paused restarts, or None. The file of one
+        that ended without removing it (killed) is removed."""
         try:
-            with open(self.pause_file) as f:
-                pid = int(f.read().strip())
-            os.kill(pid, 0)
-        except (OSError, ValueError):   # no pause, or its process is gone
+            pids = os.listdir(self.pause_dir)
+        except FileNotFoundError:
             return None
-        return pid
+        for name in sorted(pids):
+            try:
+                os.kill(int(name), 0)
+                return int(name)
+            except (OSError, ValueError):   # its process is gone
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.pause_dir, name))
+        return None
 
     @contextlib.contextmanager
     def paused_restarts(self):
-        """No restart while the body runs. A pause already held by a live process (the
-        command whose salt-call this is, or an outer pause of this one) is left to it."""
-        if self.paused_by() is not None:
+        """No restart while the body runs. Each process holds a pause of its own: the
+        states of one deploy swap containers side by side, each in a process of its
+        own (salt/states/kolla/service.jinja), and the first to end must not lift the
+        pause of the others. Nested in a pause this process holds, it leaves it be."""
+        mine = os.path.join(self.pause_dir, str(os.getpid()))
+        if os.path.exists(mine):
             yield
             return
-        os.makedirs(os.path.dirname(self.pause_file), exist_ok=True)
-        with open(self.pause_file, "w") as f:
-            f.write(f"{os.getpid()}\n")
+        os.makedirs(self.pause_dir, exist_ok=True)
+        with open(mine, "w"):
+            pass
         try:
             yield
         finally:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(self.pause_file)
+                os.unlink(mine)
 
     def read(self):
         return read_json(self.path)

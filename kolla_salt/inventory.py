@@ -254,11 +254,52 @@ def derived_passwords(passwords):
 
 def load_tree():
     """[(top-level set, [service, ...])] in deploy order; a broken tree.yaml is an error."""
+    return [(entry["name"], entry["services"]) for entry in tree_entries()]
+
+
+def tree_entries():
+    """tree.yaml's sets in deploy order, each {name, services, after (the sets it
+    starts after: those it names, else the one before it), parallel}, validated: a set
+    starts only after sets before it, so the tree's order stays one a walk may keep."""
     problems = []
-    tree = _read_yaml(paths.SERVICES_DIR / "tree.yaml", problems, kind=list)
+    where = paths.SERVICES_DIR / "tree.yaml"
+    entries, seen = [], []
+    for index, raw in enumerate(_read_yaml(where, problems, kind=list)):
+        if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
+            problems.append(f"{where}: set #{index + 1}: expected a mapping with a name, got {raw!r}")
+            continue
+        name = raw["name"]
+        after = raw.get("after", seen[-1:])
+        if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+            problems.append(f"{where}: {name}.after: expected a list of set names, got {type_name(after)}")
+            after = []
+        problems.extend(f"{where}: {name}.after: '{a}' is not a set before it (sets before it: "
+                        f"{', '.join(seen) or 'none'})" for a in after if a not in seen)
+        entries.append({"name": name, "services": list(raw.get("services") or []), "after": after,
+                        "parallel": bool(raw.get("parallel"))})
+        seen.append(name)
     if problems:
         raise ValidationError(problems)
-    return [(entry["name"], list(entry.get("services") or [])) for entry in tree]
+    return entries
+
+
+def waits(here):
+    """{service: the services of `here` (those this host runs) whose deploy it waits
+    for}: every service of the sets its set starts after (and theirs, transitively),
+    and the services before it in its own set unless that set is `parallel`. Salt runs
+    what waits for nothing unfinished side by side (salt/states/kolla/service.jinja)."""
+    entries = tree_entries()
+    before = {}   # set name -> every set it starts after, transitively
+    for entry in entries:
+        before[entry["name"]] = set(entry["after"]).union(*(before[a] for a in entry["after"]))
+    members = {entry["name"]: [s for s in entry["services"] if s in here] for entry in entries}
+    found = {}
+    for entry in entries:
+        earlier = [s for name in before[entry["name"]] for s in members[name]]
+        for index, service in enumerate(members[entry["name"]]):
+            own = [] if entry["parallel"] else members[entry["name"]][:index]
+            found[service] = [s for s in here if s in earlier or s in own]
+    return found
 
 
 def in_set(set_path, name):
@@ -586,6 +627,9 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         services.append(entry)
     if problems:
         raise ValidationError(problems)
+    waiting = waits([entry["name"] for entry in services])
+    for entry in services:
+        entry["after"] = waiting[entry["name"]]
     return services
 
 

@@ -74,6 +74,18 @@ def run_job(spec):
     return _manager().run_job(_spec(spec, f"job {spec.get('name')}"))
 
 
+def present(names):
+    """Which of `names` are containers on this engine, in any state: a service none of
+    whose containers exists yet is deployed side by side with others
+    (salt/states/kolla/service.jinja). One listing per state run, before it changes
+    anything (its states render first)."""
+    if "kolla_container.present" not in __context__:
+        import docker
+        listed = docker.from_env(timeout=60).api.containers(all=True)
+        __context__["kolla_container.present"] = {name.lstrip("/") for c in listed for name in c["Names"]}
+    return [name for name in names if name in __context__["kolla_container.present"]]
+
+
 def rollback_target(name):
     """The history record of the generation `rollback` would return to."""
     return _manager().rollback_target(name)

@@ -660,3 +660,28 @@ def test_status_notes_what_the_loop_judged_of_the_current_incarnation_only():
     assert "(health loop: slow: its check fails under host load; not restarted)" in render([row], loop)
     loop["restarts"]["kst-rabbitmq"].update(restarts=1, incarnation="abc@2023-12-31T00:00:00Z")
     assert "(health loop restarts: 1)" in render([row], loop)
+
+
+def test_a_pause_lasts_while_any_process_holding_one_lives(tmp_path):
+    """A deploy's states swap containers side by side, each in a process of its own:
+    the first to end does not lift the pause of another that began while it held its
+    own, and the pause of a process that was killed lifts by itself."""
+    import os
+    import signal
+    ledger = RestartLedger(tmp_path / "restarts.json")
+    ready_read, ready_write = os.pipe()
+    with ledger.paused_restarts():
+        assert ledger.paused_by() == os.getpid()
+        child = os.fork()
+        if child == 0:   # another state's process: holds its pause until killed
+            with ledger.paused_restarts():
+                os.write(ready_write, b"x")
+                signal.pause()
+            os._exit(0)
+        os.read(ready_read, 1)
+    try:
+        assert ledger.paused_by() == child
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert ledger.paused_by() is None

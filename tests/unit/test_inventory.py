@@ -223,3 +223,36 @@ def test_a_swap_of_libvirt_waits_for_nova_compute_to_pass_its_check_again(tmp_pa
     assert container_specs(tmp_path, PREFIXED_COMPUTE)["kx-nova_libvirt"]["rechecks"] == ["kx-nova_compute"]
     without_compute = {**PREFIXED_COMPUTE, "enable_nova_compute": False}
     assert "rechecks" not in container_specs(tmp_path, without_compute)["kx-nova_libvirt"]
+
+
+def test_a_set_waits_for_the_sets_it_is_after_and_a_parallel_sets_services_for_nothing_of_theirs():
+    """What each service's first state requires on one host (salt/states/kolla/service.jinja):
+    the database, RabbitMQ and memcached wait for nothing, keystone for the database and
+    memcached (not RabbitMQ), glance and nova not for each other; a set absent here passes
+    its wait on to the sets it is after (nova_compute on a compute host)."""
+    from kolla_salt.inventory import waits
+    control = waits(["mariadb", "rabbitmq", "memcached", "keystone", "glance", "nova", "neutron"])
+    assert control["mariadb"] == control["rabbitmq"] == control["memcached"] == []
+    assert control["keystone"] == ["mariadb", "memcached"]
+    assert control["glance"] == control["nova"] == ["mariadb", "rabbitmq", "memcached", "keystone"]
+    compute = waits(["openvswitch", "ovn_controller", "libvirt", "nova_compute"])
+    assert compute == {"openvswitch": [], "ovn_controller": ["openvswitch"],
+                       "libvirt": ["openvswitch", "ovn_controller"],
+                       "nova_compute": ["openvswitch", "ovn_controller", "libvirt"]}
+
+
+@pytest.mark.parametrize("after, problem", [
+    (["compute"], "control.after: 'compute' is not a set before it (sets before it: common)"),
+    ("common", "control.after: expected a list of set names, got a string"),
+])
+def test_a_tree_whose_set_starts_after_a_later_or_unknown_set_is_refused(tmp_path, monkeypatch, after, problem):
+    """A set may start only after sets before it: the tree's order stays one that a
+    master's walk and every upgrade keep."""
+    from kolla_salt.inventory import load_tree
+    (tmp_path / "tree.yaml").write_text(yaml.safe_dump([
+        {"name": "common", "services": ["cron"]}, {"name": "control", "services": ["keystone"], "after": after},
+        {"name": "compute", "services": ["nova_compute"]}]))
+    monkeypatch.setattr(paths, "SERVICES_DIR", tmp_path)
+    with pytest.raises(ValidationError) as raised:
+        load_tree()
+    assert raised.value.problems == [f"{tmp_path / 'tree.yaml'}: {problem}"]
