@@ -207,6 +207,38 @@ def while_sampling(run, count):
     return outcome["value"], longest
 
 
+class EngineEvents:
+    """The engine's container events from its start to its `stop()` (a thread streams
+    them: the engine answers a later `since` query from its last 256 events only)."""
+
+    def __init__(self, client):
+        self.events = []
+        self._stream = client.events(decode=True, filters={"type": "container"})
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        try:
+            for event in self._stream:
+                self.events.append(event)
+        except Exception:   # the stream closed by stop()
+            pass
+
+    def stop(self):
+        time.sleep(0.5)   # the last events of a command that just ended
+        self._stream.close()
+        self._thread.join(timeout=10)
+        return self
+
+    def first(self, action, name_prefix, exit_code=None):
+        """When (ns) the first `action` happened to a container whose name starts with
+        `name_prefix` (and ended with `exit_code`: exec_die), or None."""
+        times = [e["timeNano"] for e in self.events if e["Action"] == action
+                 and e["Actor"]["Attributes"].get("name", "").startswith(name_prefix)
+                 and (exit_code is None or e["Actor"]["Attributes"].get("exitCode") == str(exit_code))]
+        return min(times, default=None)
+
+
 def while_running(env, command, count):
     """Runs kolla-salt `command` while sampling `count()` (while_sampling): (the
     command's output, the longest time without an increase)."""

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import IMAGES
+from conftest import IMAGES, EngineEvents
 
 pytestmark = pytest.mark.functional
 SERVICES = ("cron", "mariadb", "rabbitmq", "memcached", "keystone")
@@ -22,7 +22,9 @@ def aio(tmp_path_factory, docker_client, built_images):
     env.cleanup(docker_client)
     # The health loop as deploy starts it, with a short interval to keep the test short.
     env.write_globals(enable_health_loop=True, health_check_interval=1, health_failure_threshold=2, enable_cron=True)
+    events = EngineEvents(docker_client)
     env.deploy_output = env.run("deploy").stdout
+    env.deploy_events = events.stop()
     yield env
     env.cleanup(docker_client)
 
@@ -56,6 +58,26 @@ def test_every_container_is_healthy_in_its_set(aio, docker_client):
     status = aio.run("status").stdout
     order = ["common", "database-control", "messaging-control", "openstack-interface"]
     assert [status.index(name) for name in order] == sorted(status.index(name) for name in order)
+
+
+def test_a_first_deploy_starts_each_service_once_what_it_waits_for_passes_and_the_rest_side_by_side(aio):
+    """tree.yaml's `after`: keystone's first job or container is made only once the
+    services it waits for (the database, memcached) passed a check; and a service
+    that waits for nothing unfinished starts before a service earlier in the tree
+    has passed its first check (memcached or RabbitMQ beside the database), which
+    the tree's order one service at a time would never do."""
+    from kolla_salt.inventory import service_order, waits
+    order = [service for _, service in service_order() if service in SERVICES]
+    waited = waits(order)
+    events = aio.deploy_events
+    made = {s: events.first("create", aio.name(s)) for s in order}   # its first container or job
+    passed = {s: events.first("exec_die", aio.name(s), exit_code=0) for s in order}
+    for service in order:
+        for other in waited[service]:
+            assert made[service] > passed[other], (service, other, made, passed)
+    side_by_side = [(later, earlier) for i, later in enumerate(order) for earlier in order[:i]
+                    if earlier not in waited[later] and passed[earlier] and made[later] < passed[earlier]]
+    assert side_by_side, (made, passed)
 
 
 def test_deploy_starts_the_health_loop_which_restarts_a_hung_service(aio, docker_client):
