@@ -257,6 +257,9 @@ def load_tree():
     return [(entry["name"], entry["services"]) for entry in tree_entries()]
 
 
+TREE_KEYS = ("name", "services", "after", "parallel")
+
+
 def tree_entries():
     """tree.yaml's sets in deploy order, each {name, services, after (the sets it
     starts after: those it names, else the one before it), parallel}, validated: a set
@@ -269,6 +272,8 @@ def tree_entries():
             problems.append(f"{where}: set #{index + 1}: expected a mapping with a name, got {raw!r}")
             continue
         name = raw["name"]
+        problems.extend(f"{where}: {name}.{key}: not a key of a set (keys: {', '.join(TREE_KEYS)})"
+                        for key in raw if key not in TREE_KEYS)
         after = raw.get("after", seen[-1:])
         if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
             problems.append(f"{where}: {name}.after: expected a list of set names, got {type_name(after)}")

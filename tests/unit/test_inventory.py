@@ -241,16 +241,17 @@ def test_a_set_waits_for_the_sets_it_is_after_and_a_parallel_sets_services_for_n
                        "nova_compute": ["openvswitch", "ovn_controller", "libvirt"]}
 
 
-@pytest.mark.parametrize("after, problem", [
-    (["compute"], "control.after: 'compute' is not a set before it (sets before it: common)"),
-    ("common", "control.after: expected a list of set names, got a string"),
+@pytest.mark.parametrize("control, problem", [
+    ({"after": ["compute"]}, "control.after: 'compute' is not a set before it (sets before it: common)"),
+    ({"after": "common"}, "control.after: expected a list of set names, got a string"),
+    ({"afer": ["common"]}, "control.afer: not a key of a set (keys: name, services, after, parallel)"),
 ])
-def test_a_tree_whose_set_starts_after_a_later_or_unknown_set_is_refused(tmp_path, monkeypatch, after, problem):
+def test_a_tree_whose_set_starts_after_a_later_or_unknown_set_is_refused(tmp_path, monkeypatch, control, problem):
     """A set may start only after sets before it: the tree's order stays one that a
-    master's walk and every upgrade keep."""
+    master's walk and every upgrade keep. A misspelt key is not taken for no key."""
     from kolla_salt.inventory import load_tree
     (tmp_path / "tree.yaml").write_text(yaml.safe_dump([
-        {"name": "common", "services": ["cron"]}, {"name": "control", "services": ["keystone"], "after": after},
+        {"name": "common", "services": ["cron"]}, {"name": "control", "services": ["keystone"], **control},
         {"name": "compute", "services": ["nova_compute"]}]))
     monkeypatch.setattr(paths, "SERVICES_DIR", tmp_path)
     with pytest.raises(ValidationError) as raised:
