@@ -276,7 +276,10 @@ class Lab:
             if names <= answered:
                 return
             if time.monotonic() > deadline:
-                raise KollaError(f"lab: minions not answering after 90 s: {', '.join(sorted(names - answered))}")
+                holding = ", ".join(sorted(self._subscribed())) or "none"
+                raise KollaError(f"lab: minions not answering after 90 s: {', '.join(sorted(names - answered))} "
+                                 f"(holding the master's publisher: {holding}; their logs: "
+                                 f"{self.data}/<host>/salt/salt-minion.log, the master's: {self._master_dir()}/salt-master.log)")
             time.sleep(1)
 
     def _subscribed(self):

@@ -39,11 +39,23 @@ def namespaces():
                                                        text=True).stdout.splitlines() if line.startswith(NAME)]
 
 
+def daemon_logs(lines=40):
+    """The last lines of the lab's Salt logs, which `lab down` removes: what a failed
+    `lab up` leaves to read."""
+    data = Path(Lab(NAME, 3).describe()["master_config"]).parent
+    logs = sorted(data.glob("*/salt/salt-minion.log")) + sorted(data.glob("master/salt-master.log"))
+    return "\n".join(f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+                     for log in logs)
+
+
 @pytest.fixture(scope="module")
 def hosts(built_images):
     built_images()
     try:
-        lab("up")
+        try:
+            lab("up")
+        except AssertionError as failed:
+            raise AssertionError(f"{failed}\n{daemon_logs()}") from None
         yield Lab(NAME, 3).describe()["hosts"]
     finally:
         lab("down")
