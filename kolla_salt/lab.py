@@ -278,9 +278,14 @@ class Lab:
             if time.monotonic() > deadline:
                 holding = ", ".join(sorted(self._subscribed())) or "none"
                 raise KollaError(f"lab: minions not answering after 90 s: {', '.join(sorted(names - answered))} "
-                                 f"(holding the master's publisher: {holding}; their logs: "
-                                 f"{self.data}/<host>/salt/salt-minion.log, the master's: {self._master_dir()}/salt-master.log)")
+                                 f"(holding the master's publisher: {holding}; logs: "
+                                 f"{', '.join(str(log) for log in self.salt_logs())})")
             time.sleep(1)
+
+    def salt_logs(self):
+        """The minions' logs and the master's (removed with the lab's data by `down`)."""
+        return [self.data / h["name"] / "salt" / "salt-minion.log" for h in self.hosts] + \
+            [self._master_dir() / "salt-master.log"]
 
     def _subscribed(self):
         """The addresses holding a connection to the master's publisher (port 4505)."""

@@ -75,14 +75,15 @@ def run_job(spec):
 
 
 def present(names):
-    """Which of `names` are containers on this engine, in any state: a service none of
+    """Which of `names` are current managed containers here, in any state: a service none of
     whose containers exists yet is deployed side by side with others
     (salt/states/kolla/service.jinja). One listing per state run, before it changes
     anything (its states render first)."""
     if "kolla_container.present" not in __context__:
         import docker
-        listed = docker.from_env(timeout=60).api.containers(all=True)
-        __context__["kolla_container.present"] = {name.lstrip("/") for c in listed for name in c["Names"]}
+
+        from kolla_salt.containers import current_entries
+        __context__["kolla_container.present"] = {name for name, _ in current_entries(docker.from_env(timeout=60))}
     return [name for name in names if name in __context__["kolla_container.present"]]
 
 

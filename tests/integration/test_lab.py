@@ -42,10 +42,8 @@ def namespaces():
 def daemon_logs(lines=40):
     """The last lines of the lab's Salt logs, which `lab down` removes: what a failed
     `lab up` leaves to read."""
-    data = Path(Lab(NAME, 3).describe()["master_config"]).parent
-    logs = sorted(data.glob("*/salt/salt-minion.log")) + sorted(data.glob("master/salt-master.log"))
     return "\n".join(f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-                     for log in logs)
+                     for log in Lab(NAME, 3).salt_logs() if log.exists())
 
 
 @pytest.fixture(scope="module")
