@@ -316,16 +316,17 @@ def built_images(tmp_path_factory):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Minutes per test file (setup, call and teardown), slowest first: where the
-    suite's time goes, in every run's log (the slowest steps alone do not add up)."""
+    """Minutes per test file (setup, call and teardown), slowest first, of the files
+    that took 3 s or more: where the suite's time goes, in every run's log (the
+    slowest steps alone do not add up)."""
     per_file = {}
     for reports in terminalreporter.stats.values():
         for report in reports:
             if getattr(report, "when", None) in ("setup", "call", "teardown"):
                 path = report.nodeid.split("::")[0]
                 per_file[path] = per_file.get(path, 0.0) + report.duration
-    if not per_file:
-        return
-    terminalreporter.section("minutes per test file")
-    for path, seconds in sorted(per_file.items(), key=lambda item: -item[1]):
-        terminalreporter.write_line(f"{seconds / 60:6.1f}  {path}")
+    slow = sorted(((seconds, path) for path, seconds in per_file.items() if seconds >= 3), reverse=True)
+    if slow:
+        terminalreporter.section("minutes per test file")
+        for seconds, path in slow:
+            terminalreporter.write_line(f"{seconds / 60:6.1f}  {path}")
