@@ -3,6 +3,7 @@ service leave behind is what the next deploy keeps, so that deploy is a no-op.""
 import functools
 import json
 import shutil
+import socket
 
 import docker.errors
 import pytest
@@ -55,6 +56,27 @@ def test_destroy_marks_removed_a_container_already_removed_by_hand(kolla_env, bu
     env.run("destroy", "--yes-i-really-mean-it")
     history = json.loads(env.run("history", "memcached", "--format", "json").stdout)
     assert [h["outcome"] for h in history] == ["removed"]
+
+
+def test_a_service_failing_its_first_deploy_stops_what_waits_for_it_and_not_what_runs_beside_it(
+        kolla_env, built_images, docker_client):
+    """On a host's first deploy the services run side by side. memcached cannot
+    listen (its port is taken): RabbitMQ and the database beside it still come up,
+    keystone (which waits for memcached) is not started, and the report says how
+    each ended."""
+    built_images("mariadb", "rabbitmq", "memcached", "keystone", "toolbox")
+    env = kolla_env
+    with socket.create_server(("127.0.0.1", env.globals["memcached_port"])):
+        proc = env.run("deploy", check=False)
+    out = proc.stdout
+    assert proc.returncode == 1, out + proc.stderr
+    assert f"FAILED  {env.name('memcached')}:" in out, out
+    for beside in ("mariadb", "rabbitmq"):   # RabbitMQ's boot takes longer than memcached's failure
+        assert f"changed {env.name(beside)}: {env.name(beside)} created" in out, out
+        assert docker_client.containers.get(env.name(beside)).status == "running"
+    keystone_states = [line for line in out.splitlines() if line.startswith("FAILED") and "keystone" in line]
+    assert keystone_states and all("One or more requisite failed" in line for line in keystone_states), out
+    assert not docker_client.containers.list(all=True, filters={"name": env.name("keystone")})
 
 
 @pytest.fixture(scope="module")
