@@ -316,15 +316,26 @@ def built_images(tmp_path_factory):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Minutes per test file (setup, call and teardown), slowest first, of the files
-    that took 3 s or more: where the suite's time goes, in every run's log (the
+    """The end of every run's log: what the passing tests printed (the figures they
+    measure: failed requests, longest gaps, failover and deploy times; pytest shows a
+    test's output only when it fails), then the minutes per test file, slowest
+    first, of the files that took 3 s or more: where the suite's time goes (the
     slowest steps alone do not add up)."""
+    reports = [report for reports in terminalreporter.stats.values() for report in reports
+               if getattr(report, "when", None) in ("setup", "call", "teardown")]
+    # A report carries the output of its test's earlier phases too: each phase's own.
+    printed = [(report.nodeid, text.strip()) for report in reports if report.passed
+               for name, text in report.sections if name == f"Captured stdout {report.when}" and text.strip()]
+    if printed:
+        terminalreporter.section("what the passing tests printed")
+        for nodeid, text in printed:
+            terminalreporter.write_line(f"{nodeid}:")
+            for line in text.splitlines():
+                terminalreporter.write_line(f"    {line}")
     per_file = {}
-    for reports in terminalreporter.stats.values():
-        for report in reports:
-            if getattr(report, "when", None) in ("setup", "call", "teardown"):
-                path = report.nodeid.split("::")[0]
-                per_file[path] = per_file.get(path, 0.0) + report.duration
+    for report in reports:
+        path = report.nodeid.split("::")[0]
+        per_file[path] = per_file.get(path, 0.0) + report.duration
     slow = sorted(((seconds, path) for path, seconds in per_file.items() if seconds >= 3), reverse=True)
     if slow:
         terminalreporter.section("minutes per test file")
