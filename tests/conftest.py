@@ -315,21 +315,17 @@ def built_images(tmp_path_factory):
     return build
 
 
-RUN_REPORTS = []   # each phase's report of each test, in the order they ran
-
-
-def pytest_runtest_logreport(report):
-    RUN_REPORTS.append(report)
-
-
 def pytest_terminal_summary(terminalreporter):
     """The end of every run's log: what the passing tests printed (the figures they
     measure: failed requests, longest gaps, failover and deploy times; pytest shows a
     test's output only when it fails), then the minutes per test file, slowest
     first, of the files that took 3 s or more: where the suite's time goes (the
     slowest steps alone do not add up)."""
+    reports = sorted((report for reports in terminalreporter.stats.values() for report in reports
+                      if getattr(report, "when", None) in ("setup", "call", "teardown")),
+                     key=lambda report: report.start)   # in the order they ran
     # A report carries the output of its test's earlier phases too: each phase's own.
-    printed = [(report.nodeid, text.strip()) for report in RUN_REPORTS if report.passed
+    printed = [(report.nodeid, text.strip()) for report in reports if report.passed
                for name, text in report.sections if name == f"Captured stdout {report.when}" and text.strip()]
     if printed:
         terminalreporter.section("what the passing tests printed")
@@ -338,7 +334,7 @@ def pytest_terminal_summary(terminalreporter):
             for line in text.splitlines():
                 terminalreporter.write_line(f"    {line}")
     per_file = {}
-    for report in RUN_REPORTS:
+    for report in reports:
         path = report.nodeid.split("::")[0]
         per_file[path] = per_file.get(path, 0.0) + report.duration
     slow = sorted(((seconds, path) for path, seconds in per_file.items() if seconds >= 3), reverse=True)
