@@ -353,7 +353,8 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
         print(f"[{command}] pins.yml: {pin}")
     print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} "
           + ("(one state run on every host: a prediction has no order to keep)" if args.test
-             else "(set by set, each gated on the health of the one before)"), flush=True)
+             else "(a prediction first, then set by set where it changes something, each gated on the health "
+                  "of the one before)"), flush=True)
     ok, steps = args.master.orchestrate(sls, {**({"kolla_services": names} if names else {}),
                                               **(extra_pillar or {})}, test=args.test)
     changed = failed = 0

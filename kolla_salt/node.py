@@ -29,15 +29,23 @@ from .master import SALT_BIN
 DAEMON_NICENESS = 10
 
 
+def served_from_checkout(operator_folder):
+    """What a master serves from this checkout: its states, its pillar over the operator's
+    folder, and its runners (kolla_galera, kolla_rollout: loaded by every salt-run,
+    nothing to sync)."""
+    return {
+        "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
+        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(operator_folder),
+        "runner_dirs": [str(paths.REPO / "salt" / "_runners")],
+    }
+
+
 def master_config(root, master_id, address, operator_folder):
     return {
         "id": master_id, "interface": address, "root_dir": str(root), "user": "root",
         "sock_dir": str(root / "sock"), "pidfile": str(root / "salt-master.pid"),
         "log_file": str(root / "salt-master.log"), "log_level_logfile": "warning",
-        "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
-        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]}, "kolla_config_dir": str(operator_folder),
-        # Runners of the checkout's (kolla_galera), loaded by every salt-run: nothing to sync.
-        "runner_dirs": [str(paths.REPO / "salt" / "_runners")],
+        **served_from_checkout(operator_folder),
         # A blue/green swap on one host drains its server in every host's haproxy.
         "peer": {".*": ["kolla_balancer\\..*"]},
         # The health loop: each host's beacon (from its pillar) reports, the master restarts there.

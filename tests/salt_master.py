@@ -1,6 +1,6 @@
 """A real salt-master and one minion (pytest-salt-factories) serving this
-checkout: the master's file_roots hold the states, its pillar is
-pillar/kolla.sls over an operator folder, the minion loads the checkout's
+checkout: the master serves its states, runners and pillar (pillar/kolla.sls over
+an operator folder) as kolla-salt's own master does, the minion loads the checkout's
 execution, state and beacon modules. Used by the integration tests and by the
 cloud's compute upgrade through `state.orchestrate` (tests/functional/test_cloud.py)."""
 import contextlib
@@ -8,17 +8,14 @@ import shutil
 import uuid
 
 from kolla_salt import paths
+from kolla_salt.node import served_from_checkout
 
 
 @contextlib.contextmanager
 def master_and_minion(salt_factories, name, config_dir, master_overrides=None):
     suffix = uuid.uuid4().hex[:6]
     master = salt_factories.salt_master_daemon(f"{name}-master-{suffix}", overrides={
-        "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
-        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]},
-        "kolla_config_dir": str(config_dir),   # read by pillar/kolla.sls on the master
-        **(master_overrides or {}),
-    })
+        **served_from_checkout(config_dir), **(master_overrides or {})})
     minion = master.salt_minion_daemon(f"{name}-minion-{suffix}", overrides={
         # Salt runs beacons every second but counts their `interval` in
         # loop_interval units (salt-factories sets 0.05): keep Salt's default.

@@ -9,6 +9,8 @@ first, each one healthy (Synced) before the next starts. The return holds each
 host's state returns under "ret", as a salt.state step's does; a refusal or a
 failure sets the runner's retcode, naming the host and why.
 """
+from kolla_salt.rollout import ask
+
 SLS = "kolla.mariadb"
 
 
@@ -20,19 +22,6 @@ def _client():
 def _members(target):
     import salt.utils.minions
     return sorted(salt.utils.minions.CkMinions(__opts__).check_minions(target, "compound")["minions"])
-
-
-def _ask(client, hosts, function, args=(), timeout=120, attempts=3):
-    """{host: return}; hosts whose return did not come are asked again (LocalClient
-    can give up on a return that arrives after its job lookup said the job ended)."""
-    answers = {}
-    for _ in range(attempts):
-        missing = [h for h in hosts if h not in answers]
-        if not missing:
-            break
-        answers.update(client.cmd(missing, function, list(args), tgt_type="list", timeout=timeout,
-                                  full_return=False) or {})
-    return answers
 
 
 def _last_line(answer):
@@ -51,10 +40,10 @@ def _start_in_order(client, bootstrap, order, result):
     """Applies kolla.mariadb on each host of `order`, marking `bootstrap` to found the cluster."""
     for host in order:
         if host == bootstrap:
-            _ask(client, [host], "kolla_galera.mark_bootstrap")
-        states = _ask(client, [host], "state.apply", [SLS], timeout=1200, attempts=1).get(host)   # never twice
+            ask(client, [host], "kolla_galera.mark_bootstrap")
+        states = ask(client, [host], "state.apply", [SLS], timeout=1200, attempts=1).get(host)   # never twice
         if host == bootstrap:   # consumed by the start; left only when nothing started (never found later)
-            _ask(client, [host], "kolla_galera.mark_bootstrap", [False])
+            ask(client, [host], "kolla_galera.mark_bootstrap", [False])
         result["ret"][host] = states if isinstance(states, dict) else {"error": {
             "name": SLS, "result": False, "changes": {}, "comment": str(states or "the minion did not answer")}}
         failed = [ret for ret in result["ret"][host].values() if isinstance(ret, dict) and ret.get("result") is False]
@@ -83,7 +72,7 @@ def _converge(target, result):
     result["hosts"] = hosts
     if len(hosts) < 2:   # one server, no Galera: a plain state run
         return _start_in_order(client, None, hosts, result)
-    facts = _ask(client, hosts, "kolla_galera.facts")
+    facts = ask(client, hosts, "kolla_galera.facts")
     try:
         bootstrap, order = galera.plan(facts, hosts)
     except galera.GaleraRefused as refused:
@@ -101,8 +90,8 @@ def _recover(target, result):
     client, hosts = _client(), _members(target)
     started = time.monotonic()
     result["hosts"] = hosts
-    stopped = _ask(client, hosts, "kolla_galera.stop", timeout=300)
-    positions = _ask(client, hosts, "kolla_galera.position", timeout=300)
+    stopped = ask(client, hosts, "kolla_galera.stop", timeout=300)
+    positions = ask(client, hosts, "kolla_galera.position", timeout=300)
     silent = [h for h in hosts if not isinstance(positions.get(h), dict)]
     if silent:
         return _fail(result, f"mariadb-recovery: {', '.join(silent)} did not report a position "

@@ -159,9 +159,11 @@ def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_to
                            env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
                            capture_output=True, text=True, timeout=120)
     assert token.returncode == 0 and len(token.stdout.strip()) > 20, token.stderr
-    # A second deploy through the master changes nothing on any host, nor any pillar.
+    # A second deploy through the master changes nothing on any host, nor any pillar,
+    # and after its prediction visits no set.
     again = kolla("deploy")
     assert "0 changed, 0 failed" in again and "pillar refreshed" not in again
+    assert "[deploy] predicted: nothing to change on any host; no set visited" in again, again
     # status shows every host's tree; logs takes HOST:CONTAINER.
     status = kolla("status")
     assert "== host1" in status and "== host3" in status and status.count("memcached  ") >= 3
@@ -307,6 +309,7 @@ def test_an_upgrade_stops_at_the_first_failing_host_and_names_it(hosts, cloud):
     assert "kstlab-next" not in engine(hosts[2]).containers.get("memcached").attrs["Config"]["Image"]
     out = kolla("upgrade", "--services", "memcached", "--batch", "1")
     assert "host2: changed memcached" in out and "host3: changed memcached" in out
+    assert "[upgrade] predicted changes in memcached (host2, host3)" in out, out   # host1 is done: not visited
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
     cloud["settings"] = settings
 
