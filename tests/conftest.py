@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 import guest
+import tempest
 
 REPO = Path(__file__).resolve().parent.parent
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
@@ -313,6 +314,16 @@ def built_images(tmp_path_factory):
                               capture_output=True, text=True, timeout=3600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return build
+
+
+def pytest_collection_finish(session):
+    """tempest's virtualenv is made while the tests before the cloud's run."""
+    if any(item.name.startswith("test_tempests_") for item in session.items):
+        tempest.install_in_background()
+
+
+def pytest_sessionfinish(session):
+    tempest.stop_background_install()
 
 
 def pytest_terminal_summary(terminalreporter):

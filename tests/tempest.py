@@ -1,27 +1,56 @@
 """OpenStack's own acceptance tests (tempest) against a deployed cloud: tempest in a
-virtualenv of its own (.venv/tempest, made on first use: its pins are not the
-client's or Salt's), a workspace with a tempest.conf that says what this cloud has,
-and a run of a chosen set of tests. Used by tests/functional/test_cloud.py."""
+virtualenv of its own (.venv/tempest: its pins are not the client's or Salt's), a
+workspace with a tempest.conf that says what this cloud has, and a run of a chosen
+set of tests. Used by tests/functional/test_cloud.py.
+
+The virtualenv is made in the background from the start of a run that will use it
+(tests/conftest.py): 30 s of downloads and unpacking, most of it while the tests
+before the cloud's leave a core idle."""
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 VENV = REPO / ".venv" / "tempest"
+INSTALLED = VENV / "installed"   # written last: a virtualenv without it is a partial one
+LOG = REPO / ".venv" / "tempest-install.log"
+_installing = None
 # The API smoke tests of compute and network (servers, flavors, keypairs, security
 # groups; networks, subnets, ports, routers): minutes, not an hour. Scenario tests
 # log in to their servers with ssh, which the project's guest does not serve.
 SMOKE = r"^tempest\.api\.(compute|network)\..*\[.*\bsmoke\b.*\]"
 
 
+def install_in_background():
+    """Starts making .venv/tempest unless it is made (its output in .venv/tempest-install.log)."""
+    global _installing
+    if _installing is None and not INSTALLED.exists():
+        script = (f"rm -rf {VENV} && {sys.executable} -m venv {VENV} && {VENV}/bin/pip install -q tempest "
+                  f"&& touch {INSTALLED}")
+        LOG.parent.mkdir(exist_ok=True)
+        with LOG.open("w") as log:
+            _installing = subprocess.Popen(["sh", "-c", script], stdout=log, stderr=subprocess.STDOUT,
+                                           start_new_session=True)
+
+
+def stop_background_install():
+    """Ends an installation still going when the run ends (one stopped early): the next
+    run starts it again."""
+    if _installing is not None and _installing.poll() is None:
+        os.killpg(_installing.pid, signal.SIGKILL)
+        _installing.wait()
+
+
 def tempest():
-    """The tempest command, installed on first use."""
-    command = VENV / "bin" / "tempest"
-    if not command.exists():
+    """The tempest command, once its virtualenv is made."""
+    if not INSTALLED.exists():
         print("[tempest] installing tempest into .venv/tempest", flush=True)
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-        subprocess.run([str(VENV / "bin" / "pip"), "install", "-q", "tempest"], check=True)
-    return str(command)
+        install_in_background()
+        _installing.wait()
+        assert INSTALLED.exists(), f"tempest's installation failed: {LOG.read_text()[-3000:]}"
+    return str(VENV / "bin" / "tempest")
 
 
 def config(admin_password, keystone_url, region, image, flavor, services, network_extensions):
