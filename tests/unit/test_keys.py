@@ -69,8 +69,7 @@ def test_keystone_on_every_control_host_gets_the_same_keys_and_one_host_changes_
     assert repositories[0][0]["keys"] == keys.load(tmp_path / "keys" / "keystone" / "fernet")
     jobs = {host: [j["name"] for j in found[host]["keystone"]["jobs"] + found[host]["keystone"]["post_jobs"]]
             for host in HOSTS}
-    assert jobs == {"host1": ["t-keystone_database", "t-keystone_db_expand", "t-keystone_bootstrap",
-                              "t-keystone_health_user"],
+    assert jobs == {"host1": ["t-keystone_database", "t-keystone_db_expand", "t-keystone_bootstrap"],
                     "host2": [], "host3": ["t-keystone_db_contract"]}
     conf = found["host2"]["keystone"]["containers"][0]["files"]["keystone.conf"]
     assert "memcache_servers = 198.18.0.11:11211,198.18.0.12:11211,198.18.0.13:11211" in conf
