@@ -7,6 +7,7 @@ The virtualenv is made in the background from the start of a run that will use i
 (tests/conftest.py): 30 s of downloads and unpacking, most of it while the tests
 before the cloud's leave a core idle."""
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,8 +28,8 @@ def install_in_background():
     """Starts making .venv/tempest unless it is made (its output in .venv/tempest-install.log)."""
     global _installing
     if _installing is None and not INSTALLED.exists():
-        script = (f"rm -rf {VENV} && {sys.executable} -m venv {VENV} && {VENV}/bin/pip install -q tempest "
-                  f"&& touch {INSTALLED}")
+        venv, python, installed = (shlex.quote(str(path)) for path in (VENV, sys.executable, INSTALLED))
+        script = f"rm -rf {venv} && {python} -m venv {venv} && {venv}/bin/pip install -q tempest && touch {installed}"
         LOG.parent.mkdir(exist_ok=True)
         with LOG.open("w") as log:
             _installing = subprocess.Popen(["sh", "-c", script], stdout=log, stderr=subprocess.STDOUT,
