@@ -317,8 +317,9 @@ def built_images(tmp_path_factory):
 
 
 def pytest_collection_finish(session):
-    """tempest's virtualenv is made while the tests before the cloud's run."""
-    if any(item.name.startswith("test_tempests_") for item in session.items):
+    """tempest's virtualenv is made while the tests before the cloud's run (when a
+    selected test's module uses tests/tempest.py)."""
+    if any(getattr(getattr(item, "module", None), "tempest", None) is tempest for item in session.items):
         tempest.install_in_background()
 
 

@@ -47,7 +47,7 @@ def stop_background_install():
 def tempest():
     """The tempest command, once its virtualenv is made."""
     if not INSTALLED.exists():
-        print("[tempest] installing tempest into .venv/tempest", flush=True)
+        print("[tempest] waiting for tempest's installation into .venv/tempest", flush=True)
         install_in_background()
         _installing.wait()
         assert INSTALLED.exists(), f"tempest's installation failed: {LOG.read_text()[-3000:]}"
