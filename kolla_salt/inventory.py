@@ -343,8 +343,8 @@ def placement(config_dir):
     key (in globals.yml), target (a Salt compound target), rollout (the runner that
     deploys it across hosts instead of a plain state run, or None), serial (deployed
     one host at a time even outside an upgrade), pause (seconds to wait after each host
-    when it goes host by host)}]. What a master's orchestration walks; it holds no
-    secret and no host's address."""
+    when it goes host by host), after (the placed services it waits for: `waits`)}].
+    What a master's orchestration walks; it holds no secret and no host's address."""
     settings = load_settings(config_dir)
     steps = []
     for top, service, definition in enabled_definitions(settings):
@@ -354,7 +354,8 @@ def placement(config_dir):
                           "target": " or ".join(hosts), "rollout": definition.get("rollout"),
                           "serial": bool(definition.get("serial")),
                           "pause": definition.get("pause_between_hosts") or 0})
-    return steps
+    after = waits([step["service"] for step in steps])
+    return [dict(step, after=after[step["service"]]) for step in steps]
 
 
 def unmet_needs(enabled, globals_file):

@@ -1,6 +1,6 @@
 """Runner: MariaDB Galera across hosts (docs/design.md: "MariaDB Galera").
 
-    salt-run kolla_galera.converge TARGET     (a step of kolla.deploy / kolla.upgrade)
+    salt-run kolla_galera.converge TARGET [concurrent=True]   (a step of kolla.deploy / kolla.upgrade)
     salt-run kolla_galera.recover TARGET      (kolla-salt mariadb-recovery)
 
 Both ask every member's host what it holds (kolla_galera.facts / position), decide
@@ -36,12 +36,14 @@ def _fail(result, message):
     return result
 
 
-def _start_in_order(client, bootstrap, order, result):
-    """Applies kolla.mariadb on each host of `order`, marking `bootstrap` to found the cluster."""
+def _start_in_order(client, bootstrap, order, result, concurrent=False):
+    """Applies kolla.mariadb on each host of `order`, marking `bootstrap` to found the
+    cluster; `concurrent`: beside the other state runs of a deploy's walk."""
     for host in order:
         if host == bootstrap:
             ask(client, [host], "kolla_galera.mark_bootstrap")
-        states = ask(client, [host], "state.apply", [SLS], timeout=1200, attempts=1).get(host)   # never twice
+        states = ask(client, [host], "state.apply", [SLS], kwarg={"concurrent": True} if concurrent else None,
+                     timeout=1200, attempts=1).get(host)   # never twice
         if host == bootstrap:   # consumed by the start; left only when nothing started (never found later)
             ask(client, [host], "kolla_galera.mark_bootstrap", [False])
         result["ret"][host] = states if isinstance(states, dict) else {"error": {
@@ -55,30 +57,31 @@ def _start_in_order(client, bootstrap, order, result):
 def _guarded(action):
     """Any exception fails the runner (Salt would report a raised one as a success of
     the orchestration step)."""
-    def run(target, **_):
+    def run(target, **kwargs):
         result = {"ret": {}, "hosts": []}
         try:
-            return action(target, result)
+            return action(target, result, **{k: v for k, v in kwargs.items() if not k.startswith("__")})
         except Exception as error:  # reported to the operator, with its type
             return _fail(result, f"{action.__name__}: {type(error).__name__}: {error}")
     run.__doc__ = action.__doc__
     return run
 
 
-def _converge(target, result):
-    """Deploys the Galera cluster of the hosts TARGET matches: bootstrap, join or refuse."""
+def _converge(target, result, concurrent=False):
+    """Deploys the Galera cluster of the hosts TARGET matches: bootstrap, join or refuse
+    (`concurrent`: beside the other state runs of a deploy's walk, kolla_salt.rollout.walk)."""
     from kolla_salt import galera
     client, hosts = _client(), _members(target)
     result["hosts"] = hosts
     if len(hosts) < 2:   # one server, no Galera: a plain state run
-        return _start_in_order(client, None, hosts, result)
+        return _start_in_order(client, None, hosts, result, concurrent)
     facts = ask(client, hosts, "kolla_galera.facts")
     try:
         bootstrap, order = galera.plan(facts, hosts)
     except galera.GaleraRefused as refused:
         return _fail(result, str(refused))
     result["plan"] = {"bootstrap": bootstrap, "order": order}
-    return _start_in_order(client, bootstrap, order, result)
+    return _start_in_order(client, bootstrap, order, result, concurrent)
 
 
 def _recover(target, result):

@@ -1,23 +1,36 @@
 """Runner: what a walk of the container-set tree across hosts needs beside its
 state runs (kolla/orchestrate.jinja).
 
-    salt-run kolla_rollout.predict PLACED [services=LIST]
+    salt-run kolla_rollout.walk PLACEMENT PLACED [services=LIST] [batch=N]
     salt-run kolla_rollout.note TEXT
     salt-run kolla_rollout.pause SECONDS [reason=TEXT]
 
-`predict`, called while the walk is rendered: kolla.deploy under test=True on every
-host of PLACED ({sls: [hosts]}) at once, and for each SLS the hosts where it would
-change something (kolla_salt.rollout). `note`, the walk's first step: says what
-the prediction found. `pause`, a step between two batches of a host-by-host rollout,
+`walk`, called while a real walk is rendered: refuses a second walk of this master
+while one runs, predicts (kolla.deploy under test=True on every host of PLACED,
+{sls: [hosts]}, at once) and returns the walk's steps (kolla_salt.rollout.walk).
+`note`, the walk's first step: says what the prediction found. `pause`, a step between two batches of a host-by-host rollout,
 for a service whose clients need time before the next member goes (memcached's
 `pause_between_hosts`). They print nothing: the orchestration's output is JSON that
 kolla-salt reads. A return's "note" is printed by kolla-salt."""
 import time
 
+import os
+
+from kolla_salt import rollout
 from kolla_salt.rollout import ask, describe, hosts_to_visit
 
 
-def predict(placed, services=None):
+def walk(placement, placed, services=None, batch=None):
+    """The steps of a real walk (kolla_salt.rollout.walk) from its prediction. While
+    it runs no other walk of this master starts: the steps of a deploy run as
+    concurrent state runs, which Salt no longer keeps apart from another walk's (whose
+    job could remove this one's running job container)."""
+    rollout.hold_walk_lock(os.path.join(__opts__["cachedir"], "kolla-walk.lock"))
+    predicted = _predict(placed, services)
+    return rollout.walk(placement, predicted["visit"], predicted["note"], batch=batch, undeclared=not services)
+
+
+def _predict(placed, services=None):
     """{"visit": {sls: [hosts]}, "note": what was found}. Without a prediction (an
     error here) every host is visited: the walk then says what fails."""
     import salt.client

@@ -1,5 +1,12 @@
-"""Which hosts a master's walk visits after its prediction (kolla_salt.rollout)."""
-from kolla_salt.rollout import ask, describe, hosts_to_visit
+"""What a master's walk does after its prediction (kolla_salt.rollout): which hosts it
+visits, in which steps, what waits for what, and that one walk runs at a time."""
+import subprocess
+import sys
+
+import pytest
+
+from kolla_salt.inventory import waits
+from kolla_salt.rollout import WalkInProgress, ask, describe, hold_walk_lock, hosts_to_visit, walk
 
 
 def state(sls, result=True, changes=None):
@@ -53,3 +60,74 @@ def test_hosts_whose_return_was_lost_are_asked_again_and_only_they():
     client = Client(late=["host2"])
     assert ask(client, ["host1", "host2"], "test.ping") == {"host1": "test.ping on host1", "host2": "test.ping on host2"}
     assert client.asked == [["host1", "host2"], ["host2"]]
+
+
+HOSTS = ["host1", "host2", "host3"]
+SERVICES = {"cron": {}, "haproxy": {}, "mariadb": {"rollout": "kolla_galera.converge"}, "rabbitmq": {"serial": True},
+            "memcached": {"pause": 10}, "keystone": {"serial": True}}
+
+
+def placement():
+    after = waits(list(SERVICES))   # from the tree, as kolla_salt.inventory.placement gives it
+    return [{"service": s, "target": "*", "rollout": None, "serial": False, "pause": 0, **SERVICES[s], "after": after[s]}
+            for s in SERVICES]
+
+
+def shape(steps):
+    return {step["name"]: (step.get("hosts"), step.get("require"), step.get("parallel")) for step in steps}
+
+
+def test_a_deploy_starts_a_step_once_what_it_waits_for_is_done_and_runs_the_others_beside_it():
+    visit = {**{f"kolla.{s}": HOSTS for s in SERVICES}, "kolla.cron": [], "kolla.undeclared": ["host3"]}
+    steps = walk(placement(), visit, "the note")
+    assert steps[0] == {"name": "predicted", "runner": "kolla_rollout.note", "args": {"text": "the note"}, "require": []}
+    assert shape(steps[1:]) == {
+        "haproxy": (HOSTS, [], True),
+        # Galera's runner gets every member (it decides from all of them), beside the others' state runs
+        "mariadb": (None, ["haproxy"], True),
+        "rabbitmq-on-host1": (["host1"], ["haproxy"], True),   # beside the database, a node at a time
+        "rabbitmq-on-host2": (["host2"], ["rabbitmq-on-host1"], True),
+        "rabbitmq-on-host3": (["host3"], ["rabbitmq-on-host2"], True),
+        "memcached": (HOSTS, ["haproxy"], True),   # no pause outside an upgrade
+        # keystone needs the database and memcached, not RabbitMQ
+        "keystone-on-host1": (["host1"], ["haproxy", "mariadb", "memcached"], True),
+        "keystone-on-host2": (["host2"], ["keystone-on-host1"], True),
+        "keystone-on-host3": (["host3"], ["keystone-on-host2"], True),
+        # last, once every branch ended
+        "only-declared": (["host3"], ["haproxy", "keystone-on-host3", "mariadb", "memcached", "rabbitmq-on-host3"],
+                          False)}
+    assert steps[2]["args"] == {"target": "*", "concurrent": True}
+
+
+def test_a_deploy_waits_only_for_the_steps_it_visits():
+    visit = {"kolla.keystone": ["host2"], "kolla.memcached": ["host1"], "kolla.undeclared": []}
+    assert shape(walk(placement(), visit, "")[1:]) == {"memcached": (["host1"], [], True),
+                                                      "keystone-on-host2": (["host2"], ["memcached"], True)}
+
+
+def test_an_upgrade_goes_a_batch_at_a_time_each_step_after_the_one_before_and_pauses_where_asked():
+    visit = {"kolla.memcached": HOSTS, "kolla.keystone": ["host1", "host2"], "kolla.undeclared": HOSTS}
+    steps = walk([p for p in placement() if p["service"] in ("memcached", "keystone")], visit, "", batch=2,
+                 undeclared=False)
+    assert [(s["name"], s.get("require"), s.get("onchanges"), s.get("parallel")) for s in steps[1:]] == [
+        ("memcached-on-host1-host2", ["predicted"], None, False),
+        ("memcached-on-host1-host2-pause", None, ["memcached-on-host1-host2"], None),
+        ("memcached-on-host3", ["memcached-on-host1-host2-pause"], None, False),   # no pause after the last batch
+        ("keystone-on-host1", ["memcached-on-host3"], None, False),   # serial: a host at a time whatever the batch
+        ("keystone-on-host2", ["keystone-on-host1"], None, False)]
+    assert steps[2]["args"]["seconds"] == 10
+
+
+def test_a_second_walk_is_refused_while_one_runs_and_not_after_it_ended(tmp_path):
+    lock = tmp_path / "kolla-walk.lock"
+    holder = subprocess.Popen([sys.executable, "-c", f"from kolla_salt.rollout import hold_walk_lock; hold_walk_lock({str(lock)!r}); "
+                               "print('held', flush=True); input()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(WalkInProgress, match=f"another walk of this master is running \\(salt-run, pid {holder.pid}\\)"):
+            hold_walk_lock(str(lock))
+    finally:
+        holder.communicate(input="\n", timeout=30)
+    hold_walk_lock(str(lock))   # the holder ended (even killed: the kernel let its lock go)
+    hold_walk_lock(str(lock))   # this walk, rendered again
