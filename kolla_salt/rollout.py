@@ -123,7 +123,8 @@ def walk(placed, visit, note, batch=None, undeclared=True):
     step then stops what waits for it; what runs beside it goes on (the rule of a
     host's first deploy, salt/states/kolla/service.jinja)."""
     side_by_side = not batch
-    steps = [{"name": "predicted", "runner": "kolla_rollout.note", "args": {"text": note}, "require": []}]
+    steps = [{"name": "predicted", "runner": "kolla_rollout.note", "args": {"text": note}, "require": [],
+              "parallel": False}]
     last_step = {}   # service -> the name of its group's last step: what waits for it requires that
     for group in _groups(placed, visit, batch):
         size = 1 if group["serial"] else batch
@@ -146,7 +147,8 @@ def walk(placed, visit, note, batch=None, undeclared=True):
                 reason = (f"clients use {', '.join(group['services'])} on {', '.join(hosts)} again "
                           "before the next host's goes")
                 steps.append({"name": previous, "runner": "kolla_rollout.pause",
-                              "args": {"seconds": group["pause"], "reason": reason}, "onchanges": [name]})
+                              "args": {"seconds": group["pause"], "reason": reason}, "onchanges": [name],
+                              "parallel": False})
         for service in group["services"]:
             last_step[service] = previous
     if undeclared and visit.get("kolla.undeclared"):

@@ -80,7 +80,8 @@ def shape(steps):
 def test_a_deploy_starts_a_step_once_what_it_waits_for_is_done_and_runs_the_others_beside_it():
     visit = {**{f"kolla.{s}": HOSTS for s in SERVICES}, "kolla.cron": [], "kolla.undeclared": ["host3"]}
     steps = walk(placement(), visit, "the note")
-    assert steps[0] == {"name": "predicted", "runner": "kolla_rollout.note", "args": {"text": "the note"}, "require": []}
+    assert steps[0] == {"name": "predicted", "runner": "kolla_rollout.note", "args": {"text": "the note"}, "require": [],
+                        "parallel": False}
     assert shape(steps[1:]) == {
         "haproxy": (HOSTS, [], True),
         # Galera's runner gets every member (it decides from all of them), beside the others' state runs
@@ -111,7 +112,7 @@ def test_an_upgrade_goes_a_batch_at_a_time_each_step_after_the_one_before_and_pa
                  undeclared=False)
     assert [(s["name"], s.get("require"), s.get("onchanges"), s.get("parallel")) for s in steps[1:]] == [
         ("memcached-on-host1-host2", ["predicted"], None, False),
-        ("memcached-on-host1-host2-pause", None, ["memcached-on-host1-host2"], None),
+        ("memcached-on-host1-host2-pause", None, ["memcached-on-host1-host2"], False),
         ("memcached-on-host3", ["memcached-on-host1-host2-pause"], None, False),   # no pause after the last batch
         ("keystone-on-host1", ["memcached-on-host3"], None, False),   # serial: a host at a time whatever the batch
         ("keystone-on-host2", ["keystone-on-host1"], None, False)]
