@@ -353,8 +353,10 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
         print(f"[{command}] pins.yml: {pin}")
     print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} "
           + ("(one state run on every host: a prediction has no order to keep)" if args.test
-             else "(a prediction first, then set by set where it changes something, each gated on the health "
-                  "of the one before)"), flush=True)
+             else "(a prediction first, then each set where it changes something, once the sets it waits for are "
+                  "healthy, side by side with the sets that do not wait for each other)" if command == "deploy"
+             else "(a prediction first, then set by set and batch by batch where it changes something, each gated "
+                  "on the health of the one before)"), flush=True)
     ok, steps = args.master.orchestrate(sls, {**({"kolla_services": names} if names else {}),
                                               **(extra_pillar or {})}, test=args.test)
     changed = failed = 0

@@ -80,6 +80,12 @@ def hold_walk_lock(path):
     os.write(fd, f"{os.getpid()}\n".encode())   # kept open on purpose: the lock lasts as long as the process
 
 
+def refusal(text):
+    """The steps of a walk that must not run: one, which fails saying why (nothing changes)."""
+    return [{"name": "refused", "runner": "kolla_rollout.refuse", "args": {"text": text}, "require": [],
+             "parallel": False}]
+
+
 def _groups(placed, visit, batch):
     """Consecutive services on the same hosts, visited, in one state run (in tree order,
     failhard on each host): the same gating, one round trip less. A service with a

@@ -3,18 +3,19 @@ state runs (kolla/orchestrate.jinja).
 
     salt-run kolla_rollout.walk PLACEMENT PLACED [services=LIST] [batch=N]
     salt-run kolla_rollout.note TEXT
+    salt-run kolla_rollout.refuse TEXT
     salt-run kolla_rollout.pause SECONDS [reason=TEXT]
 
 `walk`, called while a real walk is rendered: refuses a second walk of this master
 while one runs, predicts (kolla.deploy under test=True on every host of PLACED,
 {sls: [hosts]}, at once) and returns the walk's steps (kolla_salt.rollout.walk).
-`note`, the walk's first step: says what the prediction found. `pause`, a step between two batches of a host-by-host rollout,
-for a service whose clients need time before the next member goes (memcached's
-`pause_between_hosts`). They print nothing: the orchestration's output is JSON that
+`note`, the walk's first step: says what the prediction found. `refuse`, the only
+step of a walk refused (another one runs): fails, saying why. `pause`, a step
+between two batches of a host-by-host rollout, for a service whose clients need
+time before the next member goes (memcached's `pause_between_hosts`). They print nothing: the orchestration's output is JSON that
 kolla-salt reads. A return's "note" is printed by kolla-salt."""
-import time
-
 import os
+import time
 
 from kolla_salt import rollout
 from kolla_salt.rollout import ask, describe, hosts_to_visit
@@ -25,7 +26,10 @@ def walk(placement, placed, services=None, batch=None):
     it runs no other walk of this master starts: the steps of a deploy run as
     concurrent state runs, which Salt no longer keeps apart from another walk's (whose
     job could remove this one's running job container)."""
-    rollout.hold_walk_lock(os.path.join(__opts__["cachedir"], "kolla-walk.lock"))
+    try:
+        rollout.hold_walk_lock(os.path.join(__opts__["cachedir"], "kolla-walk.lock"))
+    except rollout.WalkInProgress as refused:
+        return rollout.refusal(str(refused))
     predicted = _predict(placed, services)
     return rollout.walk(placement, predicted["visit"], predicted["note"], batch=batch, undeclared=not services)
 
@@ -47,6 +51,12 @@ def _predict(placed, services=None):
 
 def note(text):
     return {"note": text}
+
+
+def refuse(text):
+    """A walk's only step when it must not run: fails, saying why."""
+    __context__["retcode"] = 1
+    return {"error": text}
 
 
 def pause(seconds, reason=""):

@@ -529,20 +529,46 @@ def cluster_size(host):
     return int(sql(host, "SHOW STATUS LIKE 'wsrep_cluster_size'").split()[1])
 
 
+def walk_in_progress():
+    """The pid of the salt-run process holding the lab master's walk lock, or None."""
+    lock = DATA_ROOT / NAME / "master" / "var" / "cache" / "salt" / "master" / "kolla-walk.lock"
+    try:
+        pid = int(lock.read_text())
+        running = b"state.orchestrate" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):   # no walk yet, or its process ended
+        return None
+    return pid if running else None
+
+
 @pytest.fixture(scope="module")
 def clusters(hosts, cloud):
     """mariadb, rabbitmq and keystone grown from host1 to all three hosts, in one deploy
-    (behind the VIP of the tests before); its output."""
+    (behind the VIP of the tests before): its output, and when the deploy started each
+    database and RabbitMQ container it started ({service: [seconds since the epoch]})."""
     settings = yaml.safe_load(cloud["globals"].read_text())
     assert settings["enable_haproxy"] and settings["kolla_internal_vip_address"] == VIP
     everyone = ["host1", "host2", "host3"]
     settings["roles"].update(mariadb=everyone, rabbitmq=everyone, keystone=everyone)
     cloud["globals"].write_text(yaml.safe_dump(settings))
-    began = time.monotonic()
-    out = kolla("deploy")
+    began, began_wall = time.monotonic(), time.time()
+    with ThreadPoolExecutor(1) as pool:
+        deploying = pool.submit(kolla, "deploy")
+        # A second walk while it runs (its steps run as concurrent state runs) is refused
+        # before it changes anything, naming the first one's salt-run.
+        deadline = time.monotonic() + 120
+        while (walker := walk_in_progress()) is None:
+            assert time.monotonic() < deadline, "no walk on the lab's master in 120 s"
+            time.sleep(0.5)
+        refused = kolla("deploy", expect=1)
+        out = deploying.result()
     print(f"\nsingle database, broker and keystone -> 3-member Galera and RabbitMQ clusters and 3 keystones "
           f"behind the VIP: {time.monotonic() - began:.1f} s (the deploy)")
-    return out
+    assert (f"another walk of this master is running (salt-run, pid {walker})" in refused
+            and ": 0 changed, 1 failed" in refused), refused
+    started = {service: sorted(t for t in (stamp(engine(h).containers.get(service).attrs["State"]["StartedAt"])
+                                           for h in hosts) if t > began_wall)
+               for service in ("mariadb", "rabbitmq")}
+    return {"out": out, "started": started}
 
 
 def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row(hosts, cloud, clusters):
@@ -553,7 +579,7 @@ def test_the_database_grows_into_a_galera_cluster_that_keeps_every_committed_row
     with the rows it missed once a deploy starts it. All three stopped: a deploy
     refuses, naming mariadb-recovery, which brings every committed row back."""
     host1, host2, host3 = hosts
-    out = clusters
+    out = clusters["out"]
     assert "host1: changed mariadb: mariadb recreated" in out, out
     for host in ("host2", "host3"):
         assert f"{host}: changed mariadb: mariadb created, generation 1 is healthy" in out
@@ -607,12 +633,15 @@ def running_nodes(host):
 
 def test_rabbitmq_on_three_hosts_is_one_cluster_that_serves_while_a_node_is_down(hosts, cloud, clusters):
     """rabbitmq on all three hosts: host1's node (with its data) and two new ones
-    started one host at a time form one cluster; with one node stopped the others
-    keep serving (pause_minority: they are the majority) and it rejoins once a
-    deploy starts it."""
+    started one host at a time form one cluster, while the Galera members join (the
+    deploy runs the two side by side: neither waits for the other); with one node
+    stopped the others keep serving (pause_minority: they are the majority) and it
+    rejoins once a deploy starts it."""
     host1, host2, host3 = hosts
     for host in ("host2", "host3"):
-        assert f"{host}: changed rabbitmq: rabbitmq created, generation 1 is healthy" in clusters
+        assert f"{host}: changed rabbitmq: rabbitmq created, generation 1 is healthy" in clusters["out"]
+    started = clusters["started"]
+    assert len(started["mariadb"]) == 3 and started["rabbitmq"][0] < started["mariadb"][-1], started
     everyone = sorted(f"rabbit@{h['address']}" for h in hosts)
     assert [running_nodes(h) for h in hosts] == [everyone] * 3
 
@@ -705,7 +734,7 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     haproxy) while a client asks for tokens through the VIP: none fails, and the schema
     is contracted once, on the last host, after all three serve the new generation."""
     host1, host2, host3 = hosts
-    out = clusters
+    out = clusters["out"]
     for host in ("host2", "host3"):
         assert f"{host}: changed keystone: keystone created, generation 1 is healthy" in out, out
         assert f"{host}: changed keystone_fernet_keys: volume keystone_fernet_keys: keys written" in out
