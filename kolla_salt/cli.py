@@ -344,7 +344,7 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
     """deploy/upgrade through a salt-master, after its preflight (the hosts' `facts`):
     walks the set tree across hosts (`pillars`: what each host gets, validated)."""
     from .inventory import load_pins
-    from .master import host_returns, step_failure, step_note
+    from .master import host_returns, step_failure, step_note, step_timing
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
     for host, pillar in sorted(pillars.items()):
         print(f"[{command}] {host}: " + (", ".join(s["name"] for s in pillar["kolla"]["services"]
@@ -367,6 +367,7 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
         note = step_note(step)
         if note:
             print(f"[{command}] {note}")
+        print(f"[{command}] step {step_timing(step)}")
         failure = step_failure(step)
         if failure:
             failed += 1

@@ -230,6 +230,12 @@ def host_returns(step):
     return {host: states for host, states in hosts.items() if isinstance(states, dict)}
 
 
+def step_timing(step):
+    """When a step of an orchestration began (the master's clock) and how long it took:
+    where a walk's time goes, and which steps ran side by side."""
+    return f"{step.get('__id__')}: began {step.get('start_time')}, took {step.get('duration', 0) / 1000:.1f} s"
+
+
 def step_note(step):
     """What a runner step says it did, for the operator (salt/_runners/kolla_rollout.py), or None."""
     return _runner_return(step).get("note")

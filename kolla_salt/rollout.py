@@ -5,7 +5,9 @@ A walk (salt/states/kolla/orchestrate.jinja) first predicts, in one state run on
 every host at once (kolla.deploy with test=True), and then visits a set only on the
 hosts where the prediction changes something of it: a set with nothing to change
 would be a step of a second or more for nothing (a deploy with nothing to change in
-the HA lab: 10 steps, 20 s)."""
+the HA lab: 10 steps, 20 s). `walk` plans its steps (a deploy's side by side where
+the tree lets them, an upgrade's one after the other); `hold_walk_lock` keeps a
+master to one walk at a time."""
 import fcntl
 import os
 
