@@ -210,8 +210,10 @@ class Master:
         steps = next(iter(data.get("data", {}).values()), {})
         if not isinstance(steps, dict):
             raise KollaError(f"salt-run state.orchestrate {sls}: {steps}")
+        # A parallel step's return has no __id__: its tag (state_|-id_|-name_|-function) has.
         return proc.returncode == 0 and data.get("retcode", 0) == 0, sorted(
-            steps.values(), key=lambda ret: ret.get("__run_num__", 0))
+            ({"__id__": tag.split("_|-")[1], **ret} for tag, ret in steps.items()),
+            key=lambda ret: ret.get("__run_num__", 0))
 
 
 def _no_answer(ret):
