@@ -90,10 +90,12 @@ def refusal(text):
 
 def _groups(placed, visit, batch):
     """Consecutive services on the same hosts, visited, in one state run (in tree order,
-    failhard on each host): the same gating, one round trip less. A service with a
-    `rollout` runner (mariadb: Galera) is a group of its own and gets all its members;
-    a `serial` one goes a host at a time (rabbitmq: nodes that start at once could each
-    found a cluster), in a deploy too."""
+    failhard on each host): the same gating, one round trip less. In a deploy only a
+    service that waits for nothing more than the group does joins it (keystone, which
+    waits for the database, does not join RabbitMQ's group: RabbitMQ would wait too). A
+    service with a `rollout` runner (mariadb: Galera) is a group of its own and gets all
+    its members; a `serial` one goes a host at a time (rabbitmq: nodes that start at
+    once could each found a cluster), in a deploy too."""
     groups = []
     for entry in placed:
         hosts = visit.get(f"kolla.{entry['service']}")
@@ -103,8 +105,9 @@ def _groups(placed, visit, batch):
         pause = entry.get("pause", 0) if batch else 0
         hosts = [] if rollout else hosts
         last = groups[-1] if groups else None
+        waits_more = set(entry.get("after") or []) - set(last["services"]) - last["after"] if last else set()
         if (last and last["hosts"] == hosts and not (rollout or last["rollout"]) and last["serial"] == serial
-                and last["pause"] == pause):
+                and last["pause"] == pause and (batch or not waits_more)):
             last["services"].append(entry["service"])
             last["after"].update(entry.get("after") or [])
         else:

@@ -100,6 +100,14 @@ def test_a_deploy_starts_a_step_once_what_it_waits_for_is_done_and_runs_the_othe
     assert steps[2]["args"] == {"target": "*", "concurrent": True}
 
 
+def test_a_service_joins_the_group_before_it_in_a_deploy_only_if_it_waits_for_nothing_more():
+    visit = {"kolla.rabbitmq": ["host1"], "kolla.keystone": ["host1"], "kolla.undeclared": []}
+    assert shape(walk(placement(), visit, "")[1:]) == {"rabbitmq-on-host1": (["host1"], [], True),
+                                                      "keystone-on-host1": (["host1"], [], True)}
+    # in an upgrade every step waits for the one before anyway: one state run
+    assert [s["name"] for s in walk(placement(), visit, "", batch=1)[1:]] == ["rabbitmq-keystone-on-host1"]
+
+
 def test_a_deploy_waits_only_for_the_steps_it_visits():
     visit = {"kolla.keystone": ["host2"], "kolla.memcached": ["host1"], "kolla.undeclared": []}
     assert shape(walk(placement(), visit, "")[1:]) == {"memcached": (["host1"], [], True),
