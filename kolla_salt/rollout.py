@@ -127,8 +127,8 @@ def walk(placed, visit, note, batch=None, undeclared=True):
     a time in the order of their ids, one step per batch (a failing batch is its own
     step, naming its hosts, after which nothing runs), and a service's `pause` is
     waited after each batch that changed something. Without (a deploy) a step waits
-    only for the steps of the services its own wait for (`after`, from the tree), and
-    the others run beside it, each in a process of its own on the master and as a
+    only for the steps of the services its own services wait for (`after`, from the
+    tree), and the others run beside it, each in a process of its own on the master and as a
     concurrent state run on the minions: the database, RabbitMQ and memcached change
     at the same time, keystone once the database and memcached are done. A failed
     step then stops what waits for it; what runs beside it goes on (the rule of a

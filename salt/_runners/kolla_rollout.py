@@ -12,8 +12,9 @@ while one runs, predicts (kolla.deploy under test=True on every host of PLACED,
 `note`, the walk's first step: says what the prediction found. `refuse`, the only
 step of a walk refused (another one runs): fails, saying why. `pause`, a step
 between two batches of a host-by-host rollout, for a service whose clients need
-time before the next member goes (memcached's `pause_between_hosts`). They print nothing: the orchestration's output is JSON that
-kolla-salt reads. A return's "note" is printed by kolla-salt."""
+time before the next member goes (memcached's `pause_between_hosts`). They print
+nothing: the orchestration's output is JSON that kolla-salt reads. A return's "note"
+is printed by kolla-salt."""
 import os
 import time
 
