@@ -340,6 +340,13 @@ def _selected_names(pillars, services_arg):
     return [s["name"] for s in _select(_all_hosts(pillars), _split(services_arg))] if services_arg else []
 
 
+# How a real walk through a master goes (kolla_salt.rollout.walk), for the operator.
+WALKS = {"deploy": "a prediction first, then each set where it changes something, once the sets it waits for are "
+                   "healthy, side by side with the sets that do not wait for each other",
+         "upgrade": "a prediction first, then set by set and batch by batch where it changes something, each gated "
+                    "on the health of the one before"}
+
+
 def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
     """deploy/upgrade through a salt-master, after its preflight (the hosts' `facts`):
     walks the set tree across hosts (`pillars`: what each host gets, validated)."""
@@ -351,12 +358,8 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
                                                     if not names or s["name"] in names) or "nothing"))
     for pin in load_pins(args.config_dir).describe():
         print(f"[{command}] pins.yml: {pin}")
-    print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} "
-          + ("(one state run on every host: a prediction has no order to keep)" if args.test
-             else "(a prediction first, then each set where it changes something, once the sets it waits for are "
-                  "healthy, side by side with the sets that do not wait for each other)" if command == "deploy"
-             else "(a prediction first, then set by set and batch by batch where it changes something, each gated "
-                  "on the health of the one before)"), flush=True)
+    how = "one state run on every host: a prediction has no order to keep" if args.test else WALKS[command]
+    print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} ({how})", flush=True)
     ok, steps = args.master.orchestrate(sls, {**({"kolla_services": names} if names else {}),
                                               **(extra_pillar or {})}, test=args.test)
     changed = failed = 0
@@ -371,7 +374,7 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
         failure = step_failure(step)
         if failure:
             failed += 1
-            print(f"FAILED  {step.get('name')}: {failure}")
+            print(f"FAILED  {step['__id__']}: {failure}")   # a runner step's name is its function
     print(f"[{command}] {len(steps)} step(s) on {len(pillars)} host(s): {changed} changed, {failed} failed")
     ok = ok and failed == 0
     if not args.test:

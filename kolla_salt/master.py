@@ -235,7 +235,7 @@ def host_returns(step):
 def step_timing(step):
     """When a step of an orchestration began (the master's clock) and how long it took:
     where a walk's time goes, and which steps ran side by side."""
-    return f"{step.get('__id__')}: began {step.get('start_time')}, took {step.get('duration', 0) / 1000:.1f} s"
+    return f"{step['__id__']}: began {step.get('start_time')}, took {step.get('duration', 0) / 1000:.1f} s"
 
 
 def step_note(step):

@@ -101,18 +101,17 @@ def _groups(placed, visit, batch):
         hosts = visit.get(f"kolla.{entry['service']}")
         if not hosts:
             continue
-        rollout, serial = entry.get("rollout"), bool(entry.get("serial"))
+        rollout, serial, after = entry.get("rollout"), bool(entry.get("serial")), set(entry["after"])
         pause = entry.get("pause", 0) if batch else 0
         hosts = [] if rollout else hosts
         last = groups[-1] if groups else None
-        waits_more = set(entry.get("after") or []) - set(last["services"]) - last["after"] if last else set()
         if (last and last["hosts"] == hosts and not (rollout or last["rollout"]) and last["serial"] == serial
-                and last["pause"] == pause and (batch or not waits_more)):
+                and last["pause"] == pause and (batch or after - set(last["services"]) <= last["after"])):
             last["services"].append(entry["service"])
-            last["after"].update(entry.get("after") or [])
+            last["after"] |= after
         else:
             groups.append({"services": [entry["service"]], "hosts": hosts, "target": entry["target"],
-                           "rollout": rollout, "serial": serial, "pause": pause, "after": set(entry.get("after") or [])})
+                           "rollout": rollout, "serial": serial, "pause": pause, "after": after})
     return groups
 
 

@@ -573,7 +573,7 @@ def clusters(hosts, cloud):
         out = deploying.result()
     print(f"\nsingle database, broker and keystone -> 3-member Galera and RabbitMQ clusters and 3 keystones "
           f"behind the VIP: {time.monotonic() - began:.1f} s (the deploy)")
-    assert (f"another walk of this master is running (salt-run, pid {walker})" in refused
+    assert (f"FAILED  kolla-deploy-refused: another walk of this master is running (salt-run, pid {walker})" in refused
             and ": 0 changed, 1 failed" in refused), refused
     return out
 
