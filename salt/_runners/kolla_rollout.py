@@ -1,14 +1,14 @@
 """Runner: what a walk of the container-set tree across hosts needs beside its
 state runs (kolla/orchestrate.jinja).
 
-    salt-run kolla_rollout.walk PLACEMENT PLACED [services=LIST] [batch=N]
+    salt-run kolla_rollout.walk PLACEMENT [services=LIST] [batch=N]
     salt-run kolla_rollout.note TEXT
     salt-run kolla_rollout.refuse TEXT
     salt-run kolla_rollout.pause SECONDS [reason=TEXT]
 
 `walk`, called while a real walk is rendered: refuses a second walk of this master
-while one runs, predicts (kolla.deploy under test=True on every host of PLACED,
-{sls: [hosts]}, at once) and returns the walk's steps (kolla_salt.rollout.walk).
+while one runs, predicts (kolla.deploy under test=True on every host PLACEMENT
+places a service on, at once) and returns the walk's steps (kolla_salt.rollout.walk).
 `note`, the walk's first step: says what the prediction found. `refuse`, the only
 step of a walk refused (another one runs): fails, saying why. `pause`, a step
 between two batches of a host-by-host rollout, for a service whose clients need
@@ -22,7 +22,7 @@ from kolla_salt import rollout
 from kolla_salt.rollout import ask, describe, hosts_to_visit
 
 
-def walk(placement, placed, services=None, batch=None):
+def walk(placement, services=None, batch=None):
     """The steps of a real walk (kolla_salt.rollout.walk) from its prediction. While
     it runs no other walk of this master starts: the steps of a deploy run as
     concurrent state runs, which Salt no longer keeps apart from another walk's (whose
@@ -31,8 +31,18 @@ def walk(placement, placed, services=None, batch=None):
         rollout.hold_walk_lock(os.path.join(__opts__["cachedir"], "kolla-walk.lock"))
     except rollout.WalkInProgress as refused:
         return rollout.refusal(str(refused))
+    placed = {f"kolla.{step['service']}": _hosts(step["target"]) for step in placement}
+    if not services:   # a full walk also removes, on every host, what is not declared for it
+        placed["kolla.undeclared"] = _hosts("*")
     predicted = _predict(placed, services)
     return rollout.walk(placement, predicted["visit"], predicted["note"], batch=batch, undeclared=not services)
+
+
+def _hosts(target):
+    """The accepted minions a compound target matches, sorted by id: every operator
+    sees the same order (the Galera runner's members are found the same way)."""
+    import salt.utils.minions
+    return sorted(salt.utils.minions.CkMinions(__opts__).check_minions(target, "compound")["minions"])
 
 
 def _predict(placed, services=None):
