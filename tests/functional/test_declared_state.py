@@ -4,11 +4,13 @@ import functools
 import json
 import shutil
 import socket
+import urllib.error
 
 import docker.errors
 import pytest
+import yaml
 from conftest import IMAGES
-from probes import token_valid
+from probes import token_issue, token_valid
 
 from kolla_salt import keys
 
@@ -138,6 +140,29 @@ def test_a_rollback_survives_a_deploy(cloud, docker_client):
     assert not (env.config_dir / "pins.yml").exists()
     assert "0 changed, 0 failed" in env.run("deploy").stdout
     assert docker_client.containers.get(env.name("keystone")).id == keystone
+
+
+def test_a_new_admin_password_reaches_keystone_and_keeps_its_health_check_passing(cloud, docker_client):
+    """The operator changes keystone_admin_password in passwords.yml: the next deploy
+    gives the admin the new password (keystone-manage bootstrap) and keystone's health
+    user the new one derived from it (kolla_keystone_bootstrap updates that user), so
+    the keystone it starts passes its check; the old password is refused, and the
+    deploy after changes nothing."""
+    env = cloud
+    port = env.globals["keystone_public_port"]
+    path = env.config_dir / "passwords.yml"
+    passwords = env.passwords()
+    old = passwords["keystone_admin_password"]
+    path.write_text(yaml.safe_dump({**passwords, "keystone_admin_password": "kst-new-admin-password"}))
+    out = env.run("deploy").stdout
+    assert f"ran {env.name('keystone_bootstrap')}" in out, out
+    keystone = docker_client.containers.get(env.name("keystone"))
+    assert keystone.exec_run(["kolla_keystone_check"]).exit_code == 0
+    assert env.openstack("token", "issue", "-c", "id").strip()
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        token_issue(port, old)
+    assert refused.value.code == 401
+    assert " 0 changed, 0 failed" in env.run("deploy").stdout
 
 
 def test_a_release_change_restarts_no_infrastructure_container(cloud, docker_client):
