@@ -653,10 +653,12 @@ def cmd_rollback(args):
         names = [_named(args, settings, manager.get)[0] or args.container]
     else:
         names = _set_containers(args, settings)[::-1]   # a set rolls back in reverse order
+    pillar = _validated_pillar(args)
     try:
         with healthloop.ledger(settings).paused_restarts():
             for name in names:
-                _rollback_one(args, manager, name)
+                _declare_rollback(args, name, lambda: manager.rollback_target(name)["generation"],
+                                  lambda: manager.rollback(name), _passwords_of(pillar, name))
     finally:
         _ensure_health_loop(args, settings, "rollback")
     print("[rollback] pins.yml keeps this at the next deploy; `kolla-salt unpin NAME` lets it follow "
@@ -664,7 +666,7 @@ def cmd_rollback(args):
 
 
 def _rollback_through_master(args, host, name):
-    """As on one host (_rollback_one), the pin keyed HOST:CONTAINER: that host's
+    """As on one host (cmd_rollback), the pin keyed HOST:CONTAINER: that host's
     container is held, the same container elsewhere follows globals.yml."""
     def on_host(function):
         ret = args.master.returns(host, function, name, timeout=600)
@@ -676,26 +678,38 @@ def _rollback_through_master(args, host, name):
     def rollback():
         done = on_host("kolla_container.rollback")
         return done["returned_to"], done["generation"]
+    from .master import ANSWER_SECONDS
+    facts = args.master.returns([host], "kolla_container.facts", timeout=ANSWER_SECONDS)
+    if not isinstance(facts.get(host), dict):
+        raise KollaError(f"rollback: host {host} does not answer the master")
+    pillar = args.master.pillars(facts)[host]
     _declare_rollback(args, f"{host}:{name}", lambda: on_host("kolla_container.rollback_target")["generation"],
-                      rollback)
+                      rollback, _passwords_of(pillar, name))
     return 0
 
 
-def _rollback_one(args, manager, name):
-    _declare_rollback(args, name, lambda: manager.rollback_target(name)["generation"],
-                      lambda: manager.rollback(name))
+def _passwords_of(pillar, name):
+    """The fingerprints of the passwords container `name` uses (its files and spec),
+    for its pin: a deploy refuses to change one under a held container."""
+    from .inventory import used_passwords
+    from .pins import fingerprints
+    names = {name, pillar["kolla"]["settings"]["container_name_prefix"] + name}
+    containers = [c for s in pillar["kolla"]["services"] for c in s["containers"] if c["spec"]["name"] in names]
+    return fingerprints(used_passwords(pillar["kolla"]["passwords"], containers))
 
 
-def _declare_rollback(args, key, find_target, rollback):
+def _declare_rollback(args, key, find_target, rollback, passwords):
     """Declares the rollback (pins.yml holds the container at what the good generation
-    ran) before swapping, so a rollback killed half-way is completed by the next
-    deploy; a rollback that fails takes its pin back."""
+    ran, with the fingerprints of the `passwords` it uses) before swapping, so a
+    rollback killed half-way is completed by the next deploy; a rollback that fails
+    takes its pin back."""
     import datetime
     target = find_target()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with _declaring(args.config_dir, master=args.master) as (_, pins):
         before = pins.containers.get(key)
-        pins.containers[key] = {"generation": target, "why": f"rollback, {when}"}
+        pins.containers[key] = {"generation": target, "why": f"rollback, {when}",
+                                **({"passwords": passwords} if passwords else {})}
     try:
         target, new = rollback()
     except KollaError:

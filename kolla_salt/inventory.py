@@ -30,7 +30,7 @@ from .clouds import keystone_url
 from .healthloop import beacon_config, restart_settings
 from .errors import ValidationError
 from .merge import merge
-from .pins import Pins
+from .pins import Pins, changed as changed_passwords
 from .releases import load_releases
 from .spec import ContainerSpec, is_one_port, is_port, port_pair_problems
 
@@ -243,13 +243,16 @@ def load_passwords(config_dir, notes=None):
     return {**passwords, **derived_passwords(passwords)}
 
 
+# A derived password: (the passwords.yml key it derives from, what it is for).
+DERIVED_PASSWORDS = {"keystone_health_password": ("keystone_admin_password", "kolla-salt keystone health user")}
+
+
 def derived_passwords(passwords):
     """Secrets derived from one passwords.yml has, so that file (a kolla-ansible one
     too) carries over unchanged: HMAC-SHA256 of what it is for, keyed by that secret.
     They are passwords like the others: in the pillar, redacted from all output."""
-    def derive(key, purpose):
-        return hmac.new(passwords[key].encode(), purpose.encode(), hashlib.sha256).hexdigest()[:32]
-    return {"keystone_health_password": derive("keystone_admin_password", "kolla-salt keystone health user")}
+    return {key: hmac.new(passwords[source].encode(), purpose.encode(), hashlib.sha256).hexdigest()[:32]
+            for key, (source, purpose) in DERIVED_PASSWORDS.items()}
 
 
 def load_tree():
@@ -601,6 +604,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 problems.extend(error.problems)
             entry["containers"].append({"spec": spec_data, "files": rendered,
                                         "pin": pins.generation_of(spec_data["name"], minion_id)})
+            problems.extend(held_password_problems(pins, spec_data["name"], passwords, minion_id, config_dir))
         jobs = dict(definition.get("jobs") or {})
         if definition.get("register") is not None:   # a job derived from the folder's register: block
             derived, found = registration_job(service, definition["register"], renderer.settings, passwords, host,
@@ -857,6 +861,19 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
         # beacon and restart policy, the same as the all-in-one daemon's.
         pillar.update(beacons={"kolla_health": beacon_config(settings)}, kolla_health=restart_settings(settings))
     return pillar
+
+
+def held_password_problems(pins, container, passwords, minion_id, config_dir):
+    """A password changed in passwords.yml since a rollback held `container` at a
+    generation (kolla_salt.pins): that generation's config files keep the old one,
+    and the jobs would give the new one to the service's users, locking it out."""
+    key, pin = pins.container_pin(container, minion_id)
+    path = Path(config_dir) / "passwords.yml"
+    changed = {DERIVED_PASSWORDS.get(k, (k,))[0] for k in changed_passwords((pin or {}).get("passwords") or {},
+                                                                           passwords)}
+    return [f"{path}: key '{k}' changed since pins.yml held {key} at what generation {pin['generation']} ran "
+            f"({pin.get('why', 'pinned')}); that generation's config files keep the old password: put the old "
+            f"one back, or `kolla-salt unpin {key}` to let it follow the files" for k in sorted(changed)]
 
 
 def used_passwords(passwords, services):

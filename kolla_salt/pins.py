@@ -7,7 +7,8 @@ beside globals.yml, so that the next deploy keeps them instead of undoing them:
     services:                      # upgrade --services keystone --release 2026.2
       keystone: {release: "2026.2"}
     containers:                    # rollback keystone
-      keystone: {generation: 5, why: "rollback to generation 3 (2026-11-23 07:10 UTC)"}
+      keystone: {generation: 5, why: "rollback to generation 3 (2026-11-23 07:10 UTC)",
+                 passwords: {keystone_database_password: "SALT:DIGEST", ...}}
       host2:memcached: {generation: 2, why: ...}   # rollback host2:memcached through a master
 
 A service pin makes that service follow its own release instead of
@@ -16,7 +17,17 @@ its history (image, spec and config files) whatever the files say. `status`
 shows them; `kolla-salt unpin NAME` (or deleting the entry) lets the service
 follow globals.yml again at the next deploy; an `upgrade` of a service
 replaces its pins.
+
+A held container keeps the passwords its config files were made with, while jobs
+run with passwords.yml's (keystone's bootstrap gives its users the new ones): a
+password changed under it would lock it out. So a rollback records a fingerprint
+of each password the container uses (salted PBKDF2: it tells a changed password
+from the same one without keeping it), and a deploy refuses, naming the key, a
+changed one while the pin holds (kolla_salt.inventory).
 """
+import hashlib
+import re
+import secrets
 from pathlib import Path
 
 import yaml
@@ -25,6 +36,8 @@ from . import safeyaml
 from .errors import ValidationError
 
 FILE = "pins.yml"
+FINGERPRINT_ROUNDS = 20000
+FINGERPRINT = re.compile(r"[0-9a-f]+:[0-9a-f]+")
 HEADER = ("# Written by kolla-salt upgrade and rollback: decisions the next deploy keeps.\n"
           "# `kolla-salt unpin NAME` (or deleting an entry) lets NAME follow globals.yml again.\n")
 
@@ -63,6 +76,11 @@ class Pins:
             if not isinstance(generation, int) or isinstance(generation, bool) or generation < 1:
                 problems.append(f"{path}: containers.{name}.generation must be a generation number, "
                                 f"got {generation!r}")
+            fingerprints = pin.get("passwords", {}) if isinstance(pin, dict) else {}
+            if not isinstance(fingerprints, dict) or not all(
+                    isinstance(value, str) and FINGERPRINT.fullmatch(value) for value in fingerprints.values()):
+                problems.append(f"{path}: containers.{name}.passwords must map password keys to the "
+                                f"fingerprints a rollback wrote (SALT:DIGEST)")
         if not isinstance(services, dict) or not isinstance(containers, dict):
             problems.append(f"{path}: 'services' and 'containers' must be mappings")
         if problems:
@@ -77,6 +95,13 @@ class Pins:
         pins HOST:CONTAINER), else wherever it runs (a rollback on the host itself)."""
         pin = self.containers.get(f"{host}:{container}") if host else None
         return (pin or self.containers.get(container) or {}).get("generation")
+
+    def container_pin(self, container, host=None):
+        """(key in pins.yml, its entry) holding `container` on `host` (as generation_of)."""
+        for key in ([f"{host}:{container}"] if host else []) + [container]:
+            if key in self.containers:
+                return key, self.containers[key]
+        return None, None
 
     def describe(self):
         """One line per pin, for people."""
@@ -94,3 +119,19 @@ class Pins:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(HEADER + yaml.safe_dump(data, default_flow_style=False, sort_keys=True))
         tmp.replace(self.path)
+
+
+def fingerprints(passwords):
+    """{key: SALT:DIGEST} of each password, for a pin (one salt per pin)."""
+    salt = secrets.token_hex(8)
+    return {key: f"{salt}:{_digest(value, salt)}" for key, value in sorted(passwords.items())}
+
+
+def changed(fingerprinted, passwords):
+    """The keys of `fingerprinted` (a pin's) whose password in `passwords` differs or is gone."""
+    return sorted(key for key, value in fingerprinted.items()
+                  if key not in passwords or _digest(passwords[key], value.split(":")[0]) != value.split(":")[1])
+
+
+def _digest(password, salt):
+    return hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), FINGERPRINT_ROUNDS).hex()[:32]

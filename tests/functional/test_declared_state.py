@@ -135,6 +135,18 @@ def test_a_rollback_survives_a_deploy(cloud, docker_client):
     env.run("deploy")
     assert docker_client.containers.get(env.name("keystone")).id == keystone
     assert env.openstack("token", "issue", "-c", "id").strip()
+    # The held keystone's files keep the passwords it was made with: changing one it
+    # uses is refused before anything changes (its bootstrap job would lock it out).
+    path = env.config_dir / "passwords.yml"
+    kept = path.read_text()
+    path.write_text(yaml.safe_dump({**env.passwords(), "keystone_admin_password": "kst-changed-under-a-pin"}))
+    refused = env.run("deploy", check=False)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert (f"{path}: key 'keystone_admin_password' changed since pins.yml held {env.name('keystone')}"
+            in refused.stderr), refused.stderr
+    assert "kst-changed-under-a-pin" not in refused.stdout + refused.stderr
+    assert docker_client.containers.get(env.name("keystone")).id == keystone
+    path.write_text(kept)
     # unpin: keystone follows globals.yml (RELEASE) again, which it already runs.
     env.run("unpin", "keystone")
     assert not (env.config_dir / "pins.yml").exists()
