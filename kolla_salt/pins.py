@@ -37,7 +37,7 @@ from .errors import ValidationError
 
 FILE = "pins.yml"
 FINGERPRINT_ROUNDS = 20000
-FINGERPRINT = re.compile(r"[0-9a-f]+:[0-9a-f]+")
+FINGERPRINT = re.compile(r"(?:[0-9a-f]{2})+:[0-9a-f]+")   # salt (whole bytes) : digest
 HEADER = ("# Written by kolla-salt upgrade and rollback: decisions the next deploy keeps.\n"
           "# `kolla-salt unpin NAME` (or deleting an entry) lets NAME follow globals.yml again.\n")
 
@@ -93,11 +93,10 @@ class Pins:
     def generation_of(self, container, host=None):
         """The generation `container` is held at: on `host` (a rollback through a master
         pins HOST:CONTAINER), else wherever it runs (a rollback on the host itself)."""
-        pin = self.containers.get(f"{host}:{container}") if host else None
-        return (pin or self.containers.get(container) or {}).get("generation")
+        return (self.container_pin(container, host)[1] or {}).get("generation")
 
     def container_pin(self, container, host=None):
-        """(key in pins.yml, its entry) holding `container` on `host` (as generation_of)."""
+        """(key in pins.yml, its entry) holding `container` on `host`, else (None, None)."""
         for key in ([f"{host}:{container}"] if host else []) + [container]:
             if key in self.containers:
                 return key, self.containers[key]
