@@ -76,9 +76,9 @@ class Pins:
             if not isinstance(generation, int) or isinstance(generation, bool) or generation < 1:
                 problems.append(f"{path}: containers.{name}.generation must be a generation number, "
                                 f"got {generation!r}")
-            fingerprints = pin.get("passwords", {}) if isinstance(pin, dict) else {}
-            if not isinstance(fingerprints, dict) or not all(
-                    isinstance(value, str) and FINGERPRINT.fullmatch(value) for value in fingerprints.values()):
+            recorded = pin.get("passwords", {}) if isinstance(pin, dict) else {}
+            if not isinstance(recorded, dict) or not all(
+                    isinstance(value, str) and FINGERPRINT.fullmatch(value) for value in recorded.values()):
                 problems.append(f"{path}: containers.{name}.passwords must map password keys to the "
                                 f"fingerprints a rollback wrote (SALT:DIGEST)")
         if not isinstance(services, dict) or not isinstance(containers, dict):
@@ -128,8 +128,10 @@ def fingerprints(passwords):
 
 def changed(fingerprinted, passwords):
     """The keys of `fingerprinted` (a pin's) whose password in `passwords` differs or is gone."""
-    return sorted(key for key, value in fingerprinted.items()
-                  if key not in passwords or _digest(passwords[key], value.split(":")[0]) != value.split(":")[1])
+    def differs(key, fingerprint):
+        salt, _, digest = fingerprint.partition(":")
+        return key not in passwords or _digest(passwords[key], salt) != digest
+    return sorted(key for key, fingerprint in fingerprinted.items() if differs(key, fingerprint))
 
 
 def _digest(password, salt):

@@ -19,11 +19,6 @@ def _client():
     return salt.client.get_local_client(mopts=__opts__)
 
 
-def _members(target):
-    import salt.utils.minions
-    return sorted(salt.utils.minions.CkMinions(__opts__).check_minions(target, "compound")["minions"])
-
-
 def _last_line(answer):
     """The message of a minion's traceback (or of any other answer)."""
     lines = str(answer or "no answer").strip().splitlines()
@@ -71,7 +66,7 @@ def _converge(target, result, concurrent=False):
     """Deploys the Galera cluster of the hosts TARGET matches: bootstrap, join or refuse
     (`concurrent`: beside the other state runs of a deploy's walk, kolla_salt.rollout.walk)."""
     from kolla_salt import galera
-    client, hosts = _client(), _members(target)
+    client, hosts = _client(), __salt__["kolla_rollout.hosts"](target)
     result["hosts"] = hosts
     if len(hosts) < 2:   # one server, no Galera: a plain state run
         return _start_in_order(client, None, hosts, result, concurrent)
@@ -90,7 +85,7 @@ def _recover(target, result):
     import time
 
     from kolla_salt import galera
-    client, hosts = _client(), _members(target)
+    client, hosts = _client(), __salt__["kolla_rollout.hosts"](target)
     started = time.monotonic()
     result["hosts"] = hosts
     stopped = ask(client, hosts, "kolla_galera.stop", timeout=300)

@@ -2,6 +2,7 @@
 state runs (kolla/orchestrate.jinja).
 
     salt-run kolla_rollout.walk PLACEMENT [services=LIST] [batch=N]
+    salt-run kolla_rollout.hosts TARGET
     salt-run kolla_rollout.note TEXT
     salt-run kolla_rollout.refuse TEXT
     salt-run kolla_rollout.pause SECONDS [reason=TEXT]
@@ -9,6 +10,8 @@ state runs (kolla/orchestrate.jinja).
 `walk`, called while a real walk is rendered: refuses a second walk of this master
 while one runs, predicts (kolla.deploy under test=True on every host PLACEMENT
 places a service on, at once) and returns the walk's steps (kolla_salt.rollout.walk).
+`hosts`: the hosts of a compound target, in the order a walk visits them (the
+Galera runner's members too).
 `note`, the walk's first step: says what the prediction found. `refuse`, the only
 step of a walk refused (another one runs): fails, saying why. `pause`, a step
 between two batches of a host-by-host rollout, for a service whose clients need
@@ -31,16 +34,16 @@ def walk(placement, services=None, batch=None):
         rollout.hold_walk_lock(os.path.join(__opts__["cachedir"], "kolla-walk.lock"))
     except rollout.WalkInProgress as refused:
         return rollout.refusal(str(refused))
-    placed = {f"kolla.{step['service']}": _hosts(step["target"]) for step in placement}
+    placed = {f"kolla.{step['service']}": hosts(step["target"]) for step in placement}
     if not services:   # a full walk also removes, on every host, what is not declared for it
-        placed["kolla.undeclared"] = _hosts("*")
+        placed["kolla.undeclared"] = hosts("*")
     predicted = _predict(placed, services)
     return rollout.walk(placement, predicted["visit"], predicted["note"], batch=batch, undeclared=not services)
 
 
-def _hosts(target):
+def hosts(target):
     """The accepted minions a compound target matches, sorted by id: every operator
-    sees the same order (the Galera runner's members are found the same way)."""
+    sees the same order."""
     import salt.utils.minions
     return sorted(salt.utils.minions.CkMinions(__opts__).check_minions(target, "compound")["minions"])
 
