@@ -68,18 +68,18 @@ class Runtime:
             raise BalancerError(f"haproxy runtime API at {self.path}: {error}") from None
         return b"".join(chunks).decode(errors="replace")
 
+    def stat(self):
+        """haproxy's statistics, a row per frontend, backend (svname FRONTEND, BACKEND)
+        and server: {"pxname": proxy, "svname": ..., "status": ..., "act": servers up, ...}."""
+        lines = self.command("show stat").splitlines()
+        header = lines[0].lstrip("# ").split(",") if lines else []
+        return [dict(zip(header, line.split(","))) for line in lines[1:] if line]
+
     def servers(self, backend):
         """{server name: {"status": UP/DOWN/DRAIN/MAINT..., "sessions": current}} of a backend."""
-        lines = self.command("show stat").splitlines()
-        if not lines:
-            return {}
-        header = lines[0].lstrip("# ").split(",")
-        found = {}
-        for line in lines[1:]:
-            row = dict(zip(header, line.split(",")))
-            if row.get("pxname") == backend and row.get("svname") not in ("FRONTEND", "BACKEND", None):
-                found[row["svname"]] = {"status": row.get("status", ""), "sessions": int(row.get("scur") or 0)}
-        return found
+        return {row["svname"]: {"status": row.get("status", ""), "sessions": int(row.get("scur") or 0)}
+                for row in self.stat()
+                if row.get("pxname") == backend and row.get("svname") not in ("FRONTEND", "BACKEND", None)}
 
     def set_state(self, backend, server, state):
         """ready, drain or maint; haproxy answers nothing when it did it."""

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from . import healthloop, paths, safeyaml
-from .errors import KollaError, ValidationError
+from .errors import KollaError, NoEarlierGeneration, ValidationError
 from .build import from_registry
 from .inventory import in_set, service_specs
 
@@ -654,10 +654,20 @@ def cmd_rollback(args):
     else:
         names = _set_containers(args, settings)[::-1]   # a set rolls back in reverse order
     pillar = _validated_pillar(args)
+    # Every target is known (or the rollback refused) before anything changes. A set's
+    # container with no earlier generation did not change since: it stays as it is.
+    targets = {}
+    for name in names:
+        try:
+            targets[name] = manager.rollback_target(name)["generation"]
+        except NoEarlierGeneration as error:
+            if args.container:
+                raise
+            print(f"[rollback] {name}: left as it is, {str(error).removeprefix('rollback: ')}", flush=True)
     try:
         with healthloop.ledger(settings).paused_restarts():
-            for name in names:
-                _declare_rollback(args, name, lambda: manager.rollback_target(name)["generation"],
+            for name in targets:
+                _declare_rollback(args, name, lambda: targets[name],
                                   lambda: manager.rollback(name), _passwords_of(pillar, name))
     finally:
         _ensure_health_loop(args, settings, "rollback")

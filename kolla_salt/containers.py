@@ -25,9 +25,10 @@ import docker.errors
 from . import generations
 from .balancer import REQUEST_TIMEOUT, Balancers, Runtime, seconds, server_name
 from .build import from_registry, image_folder, remove_if_orphaned
-from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError
+from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError, NoEarlierGeneration
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_LISTEN_PORT, LABEL_NAME,
-                   LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash, declared_spec, diff)
+                   LABEL_RELEASE, LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash,
+                   declared_spec, diff)
 from .swap import SwapInProgress, SwapJournal
 
 CAPABILITIES = (
@@ -726,9 +727,23 @@ class ContainerManager:
         generation = int(current.labels.get(LABEL_GENERATION, 0))
         record = self.history(name).last_good_before(generation)
         if record is None:
-            raise KollaError(f"rollback: {name} has no earlier healthy generation to return to "
-                             f"(current generation {generation})")
+            raise NoEarlierGeneration(f"rollback: {name} has no earlier healthy generation to return to "
+                                      f"(current generation {generation})")
+        why = declared_spec(current.labels).get("forward_only")
+        running, then = current.image.labels.get(LABEL_RELEASE), self._release_of(record["image_id"])
+        if why and running and then and running != then:
+            raise KollaError(f"rollback: {name} runs {running} and generation {record['generation']} ran {then}: "
+                             f"it cannot go back to an older release ({why}); kolla-salt cannot yet take the "
+                             f"database back with it, so nothing was changed. Mend forward: fix, then "
+                             f"`kolla-salt deploy` or `upgrade`")
         return record
+
+    def _release_of(self, image):
+        """The release an image was built for (its kolla.release label), or None."""
+        try:
+            return self.client.images.get(image).labels.get(LABEL_RELEASE)
+        except docker.errors.ImageNotFound:
+            return None
 
     def rollback(self, name):
         """Returns `name` to its last known good generation, as a new generation:

@@ -30,3 +30,8 @@ class ContainerExited(HealthTimeout):
 
 class JobFailed(KollaError):
     pass
+
+
+class NoEarlierGeneration(KollaError):
+    """A rollback of a container that has run no other healthy generation: a set's
+    rollback passes over it (nothing of it changed)."""

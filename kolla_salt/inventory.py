@@ -99,6 +99,7 @@ VALUE_RULES = [
     (lambda key: key == "nova_console", lambda v: v in ("novnc", "none"), "novnc or none"),
     # nova-compute's graceful shutdown (27 s: its stop_timeout less 3) holds this wait and its cleanup.
     (lambda key: key == "nova_compute_shutdown_timeout", lambda v: 0 <= v <= 20, "between 0 and 20 seconds"),
+    (lambda key: key == "haproxy_queue_timeout", lambda v: 1 <= v <= 300, "between 1 and 300 seconds"),
     (lambda key: key == "memcache_dead_retry", lambda v: 1 <= v <= 300, "between 1 and 300 seconds"),
     (lambda key: key == "ovs_datapath_type", lambda v: v in ("", "system", "netdev"),
      "system (the kernel's), netdev (userspace) or empty (what the host offers)"),
@@ -349,8 +350,12 @@ def placement(config_dir):
     when it goes host by host), after (the placed services it waits for: `waits`)}].
     What a master's orchestration walks; it holds no secret and no host's address."""
     settings = load_settings(config_dir)
+    definitions = enabled_definitions(settings)
+    problems = release_skew(settings, load_pins(config_dir), {service: d for _, service, d in definitions})
+    if problems:
+        raise ValidationError(problems)
     steps = []
-    for top, service, definition in enabled_definitions(settings):
+    for top, service, definition in definitions:
         hosts, key = host_patterns_and_key(settings, service, definition)
         if hosts:   # placed on no host: nothing to deploy
             steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
@@ -359,6 +364,15 @@ def placement(config_dir):
                           "pause": definition.get("pause_between_hosts") or 0})
     after = waits([step["service"] for step in steps])
     return [dict(step, after=after[step["service"]]) for step in steps]
+
+
+def release_skew(settings, pins, definitions):
+    """Problems of the services' releases (openstack_release, or a service's pin) with
+    the version rules their folders declare (`runs_behind: SERVICE`), across every host."""
+    from .releases import load_releases, skew_problems
+    declared = {service: pins.release_of(service) or settings["openstack_release"] for service in definitions}
+    behind = {service: d["runs_behind"] for service, d in definitions.items() if d.get("runs_behind")}
+    return [f"{pins.path.parent}: {problem}" for problem in skew_problems(load_releases(), declared, behind)]
 
 
 def unmet_needs(enabled, globals_file):
@@ -533,6 +547,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                   if any(fnmatch.fnmatch(m, pattern) for pattern in patterns)}
         addresses[service] = sorted(placed.values())
         members[service] = sorted(placed)
+    problems.extend(release_skew(settings, pins, enabled))
     unmet = unmet_needs(enabled, Path(config_dir) / "globals.yml")
     if unmet:   # their files would not render without what they need: say only what to set
         raise ValidationError(problems + unmet)
@@ -673,8 +688,10 @@ LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
                      "mode": "optional: http (the default) or tcp (a byte stream, such as the database)",
                      "check_port": "optional: the port that answers the HTTP check, when not the server's own",
                      "one_active": "optional: true sends every connection to the first server up, the others "
-                                   "are backups (one writer of a Galera cluster)"}
-OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active")
+                                   "are backups (one writer of a Galera cluster)",
+                     "maxconn": "optional: how many requests one server serves at once (its workers); haproxy "
+                                "queues the others, so that neither they nor its check wait in the server's backlog"}
+OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active", "maxconn")
 
 
 def loadbalancer_entries(definitions, addresses, problems):
@@ -710,6 +727,9 @@ def loadbalancer_entries(definitions, addresses, problems):
                     found.append(f"{where}.{key}: {error}")
             if block.get("mode", "http") not in ("http", "tcp"):
                 found.append(f"{where}.mode: expected http or tcp, got {block['mode']!r}")
+            if "maxconn" in block and (isinstance(block["maxconn"], bool) or not isinstance(block["maxconn"], int)
+                                         or block["maxconn"] < 1):
+                found.append(f"{where}.maxconn: expected a number of requests above 0, got {block['maxconn']!r}")
             if "check_port" in block and not is_port(block["check_port"]):
                 found.append(f"{where}.check_port: expected a port number, got {block['check_port']!r}")
             if not isinstance(block.get("one_active", False), bool):
@@ -724,6 +744,7 @@ def loadbalancer_entries(definitions, addresses, problems):
                 entries[name] = {**block, "name": name, "timeout": timeout,
                                  "drain_timeout": block.get("drain_timeout", timeout),
                                  "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
+                                 "maxconn": block.get("maxconn"),
                                  "one_active": block.get("one_active", False),
                                  "servers": [f"{address}:{port}" for address in addresses.get(service, [])
                                              for port in ports]}

@@ -29,6 +29,28 @@ def upgrade_path_problem(releases, old, new):
             f"a .1 release to the next .1 (SLURP: 2025.1 -> 2026.1)")
 
 
+def skew_problems(releases, declared, behind):
+    """OpenStack's version rules between services (kolla-salt's `runs_behind`: nova
+    supports computes one release older than its control services, never newer):
+    declared {service: its release}, behind {service: the service it may run at most
+    one release behind, never ahead}. A problem per service that breaks its rule,
+    naming what to upgrade first."""
+    problems = []
+    for service, leader in sorted(behind.items()):
+        if service not in declared or leader not in declared:
+            continue
+        mine, theirs = declared[service], declared[leader]
+        rule = (f"{service} runs at most one release behind {leader}, never ahead "
+                f"(salt/states/kolla/{service}/defaults.yaml: runs_behind)")
+        if series(releases, mine) > series(releases, theirs):
+            problems.append(f"{service} would run {mine}, newer than {leader} at {theirs}: {rule}; "
+                            f"upgrade {leader} to {mine} first, then {service}")
+        elif upgrade_path_problem(releases, mine, theirs):
+            problems.append(f"{service} would run {mine}, more than one release behind {leader} at {theirs}: "
+                            f"{rule}; upgrade {service} first")
+    return problems
+
+
 def running_releases(client):
     """{managed container: the release its image was built for} on one engine (only
     images whose content depends on the release carry the label)."""

@@ -40,11 +40,12 @@ LABEL_VOLUME_ID = "kolla.volume-id"  # a named volume's identity: a recreated vo
 # Not part of a container's identity (spec_hash): the image is compared by its id,
 # so one image tagged for two releases recreates nothing; the config folder is
 # compared by the hash of its files, wherever it is (a rollback reads a snapshot).
-OUTSIDE_IDENTITY = ("image", "config_dir")
+# forward_only is a rule about the container's releases, not how it runs.
+OUTSIDE_IDENTITY = ("image", "config_dir", "forward_only")
 # Fields added after containers were deployed: left out of the canonical form at
 # their default, so a container that does not use one keeps its spec hash (and
 # is not recreated by the kolla-salt version that added it).
-ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before_stop", "rechecks")
+ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before_stop", "rechecks", "forward_only")
 
 
 def declared_spec(labels):
@@ -123,6 +124,9 @@ class ContainerSpec:
     # A command run in the container before it is stopped (a swap's old generation,
     # `kolla-salt stop`): what it serves moves elsewhere first (rabbitmq: drain).
     before_stop: tuple = ()
+    # Why a rollback may not take this container back to an older release (nova records
+    # each service's version in its database and refuses an older one); empty: it may.
+    forward_only: str = ""
 
     # -- construction -----------------------------------------------------------
     @classmethod
@@ -225,7 +229,8 @@ class ContainerSpec:
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
             stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"),
-            reloads=text_list("reloads"), before_stop=text_list("before_stop"), rechecks=text_list("rechecks"))
+            reloads=text_list("reloads"), before_stop=text_list("before_stop"), rechecks=text_list("rechecks"),
+            forward_only=get("forward_only", str, "") or "")
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):

@@ -25,7 +25,7 @@ class Prober(threading.Thread):
         super().__init__(daemon=True)
         self.probe, self.every, self.limit = probe, every, limit
         self.answers, self.failed, self.calls, self.stop_flag = [], 0, 0, threading.Event()
-        self.failures = []
+        self.latencies, self.failures = [], []   # how long each answered call took
         self.began = self.ended = None   # when it started and stopped asking
 
     def run(self):
@@ -39,6 +39,7 @@ class Prober(threading.Thread):
                 ok, why = False, repr(error)[:200]
             if ok:
                 self.answers.append(time.monotonic())
+                self.latencies.append(self.answers[-1] - began)
             else:
                 self.failed += 1
                 if len(self.failures) < 5:
@@ -114,6 +115,124 @@ def projects_listed(port, token, address="127.0.0.1"):
         with urllib.request.urlopen(request, timeout=5) as answer:
             return answer.status == 200 and "projects" in json.load(answer)
     return probe
+
+
+# A list call per catalog type: what a user's client asks most (openstack server list, ...).
+LIST_CALLS = {"compute": "/servers", "network": "/v2.0/networks", "image": "/v2/images",
+              "placement": "/resource_providers"}
+
+
+def api_probes(port, password, address="127.0.0.1", types=("compute", "network", "image")):
+    """{API name: probe} for a user's load through the VIP: `keystone` issues a token
+    scoped to the admin project (what every `openstack` command starts with), and one
+    probe per catalog type of `types` lists that API's resources with the admin's token,
+    at the public endpoint keystone's catalog gives (the services' `register:` blocks)."""
+    with token_issue(port, password, address, project="admin", timeout=30) as answer:
+        token, catalog = answer.headers["X-Subject-Token"], json.load(answer)["token"]["catalog"]
+
+    def token_probe():
+        with token_issue(port, password, address, project="admin", timeout=60) as answer:
+            return answer.status == 201
+
+    def lister(url):
+        def probe():
+            request = urllib.request.Request(url, headers={"X-Auth-Token": token})
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                answer.read()
+                return answer.status == 200
+        return probe
+
+    probes = {"keystone": token_probe}
+    for entry in catalog:
+        if entry["type"] in types:
+            url = next(e["url"] for e in entry["endpoints"] if e["interface"] == "public").rstrip("/")
+            probes[entry["name"]] = lister(url + LIST_CALLS[entry["type"]])
+    return probes
+
+
+def percentile(values, share):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else math.nan
+
+
+def run_load(probes, clients, seconds, during=None):
+    """`clients` users per probe, each asking again as soon as it has its answer (a
+    closed loop: more users than the APIs serve at once queue, they are not dropped),
+    for `seconds` (at most 100 calls a second per user). `during()`, when given, runs in
+    this thread meanwhile and ends when it returns. {name: figures} per probe: sent,
+    failed, answers per second, p50 and p99 latency (s), the first failures."""
+    probers = {name: [Prober(probe, 0.01, limit=int(seconds * 100) + 1) for _ in range(clients)]
+               for name, probe in probes.items()}
+    everyone = [prober for group in probers.values() for prober in group]
+    for prober in everyone:
+        prober.start()
+    began = time.monotonic()
+    try:
+        if during is not None:
+            during()
+        time.sleep(max(0.0, seconds - (time.monotonic() - began)))
+    finally:
+        for prober in everyone:
+            prober.stop_flag.set()
+        for prober in everyone:
+            prober.join()
+    lasted = time.monotonic() - began
+    figures = {}
+    for name, group in probers.items():
+        latencies = [t for prober in group for t in prober.latencies]
+        figures[name] = {"sent": sum(p.calls for p in group), "failed": sum(p.failed for p in group),
+                         "rate": round(len(latencies) / lasted, 1),
+                         "p50": round(percentile(latencies, 0.5), 3), "p99": round(percentile(latencies, 0.99), 3),
+                         "failures": [f for p in group for f in p.failures][:3]}
+    return figures
+
+
+def capacity(step, max_users, growth=1.10):
+    """The users per API double from 1 (up to max_users) while `step(users)`, the answers
+    per second with that many users, grows by `growth` at least: (the most answers per
+    second, the users that gave them)."""
+    best, best_users, users = 0.0, 1, 1
+    while users <= max_users:
+        total = step(users)
+        if total < best * growth:
+            break
+        best, best_users, users = max(best, total), users, users * 2
+    return best, best_users
+
+
+class BackendWatch(threading.Thread):
+    """Reads haproxy's statistics (its runtime API in `runtime_dir`) every `every` s
+    until stopped: for each of `backends` (by default every backend but the `_waiting`
+    ones), the fewest servers it had up (`fewest`) and how many times haproxy's check
+    marked one of its servers down (`marked_down`)."""
+
+    def __init__(self, runtime_dir, backends=None, every=0.25):
+        from kolla_salt.balancer import Runtime
+        super().__init__(daemon=True)
+        self.runtime, self.every = Runtime(runtime_dir), every
+        self.backends = list(backends or {row["pxname"] for row in self.runtime.stat()
+                                          if row["svname"] == "BACKEND" and not row["pxname"].endswith("_waiting")})
+        self.fewest, self.stop_flag = {}, threading.Event()
+        self.marked_down = dict.fromkeys(self.backends, 0)
+        self.start_counts = self._down_counts()
+
+    def _down_counts(self):
+        return {(row["pxname"], row["svname"]): int(row.get("chkdown") or 0) for row in self.runtime.stat()
+                if row["pxname"] in self.backends and row["svname"] not in ("FRONTEND", "BACKEND")}
+
+    def run(self):
+        while not self.stop_flag.is_set():
+            for row in self.runtime.stat():
+                if row["pxname"] in self.backends and row["svname"] == "BACKEND":
+                    up = int(row.get("act") or 0)
+                    self.fewest[row["pxname"]] = min(up, self.fewest.get(row["pxname"], up))
+            self.stop_flag.wait(self.every)
+
+    def stop(self):
+        self.stop_flag.set()
+        self.join()
+        for (backend, server), count in self._down_counts().items():
+            self.marked_down[backend] += count - self.start_counts.get((backend, server), 0)
 
 
 def amqp_round_trip(addresses, user, password, port=5672, timeout=5, queue="kst-probe"):

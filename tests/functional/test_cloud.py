@@ -29,7 +29,7 @@ from guest import console_log as guest_console_log
 from salt_master import master_and_minion
 import tempest
 
-from kolla_salt.inventory import default_settings, load_tree, release_tag
+from kolla_salt.inventory import default_settings, load_settings, load_tree, release_tag
 from kolla_salt.spec import declared_spec
 
 pytestmark = [pytest.mark.functional, pytest.mark.cloud]
@@ -440,6 +440,35 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
         {what: prober.calls for what, prober in probers.items()}
     assert probers["version requests"].longest_gap() < 2.0, probers["version requests"].longest_gap()
     assert [prober.failed for prober in probers.values()] == [0, 0]
+
+
+def test_users_at_one_and_a_half_times_the_capacity_wait_longer_and_no_request_fails(cloud):
+    """The front door under load: users ask keystone for tokens and list servers,
+    networks and images through the VIP, each again as soon as it has its answer. Their
+    number per API doubles until the answers per second stop growing (the capacity);
+    then 1.5 times as many users for 60 s. haproxy queues what the APIs' workers cannot
+    take at once (maxconn): not one request fails, its check never marks a busy server
+    down, and no backend is ever left without a server up."""
+    from probes import BackendWatch, api_probes, capacity, run_load
+    settings = load_settings(cloud.config_dir)
+    probes = api_probes(settings["keystone_public_port"], cloud.passwords()["keystone_admin_password"], VIP)
+    assert set(probes) == {"keystone", "nova", "neutron", "glance"}, probes
+    best, users = capacity(lambda users: sum(f["rate"] for f in run_load(probes, users, 5).values()), 8)
+    users = max(users + 1, round(users * 1.5))
+    watch = BackendWatch(settings["haproxy_runtime_directory"])
+    watch.start()
+    try:
+        figures = run_load(probes, users, 60)
+    finally:
+        watch.stop()
+    print(f"\nload at 1.5x the capacity ({best:.1f} answers/s): {users} users per API for 60 s, "
+          f"servers marked down {sum(watch.marked_down.values())}, fewest servers up {watch.fewest}")
+    for name, f in figures.items():
+        print(f"  {name}: {f['sent']} sent, {f['failed']} failed, {f['rate']}/s, p50 {f['p50']} s, p99 {f['p99']} s")
+    assert all(f["sent"] >= 60 for f in figures.values()), figures
+    assert [name for name, f in figures.items() if f["failed"]] == [], figures
+    assert set(watch.marked_down.values()) == {0}, watch.marked_down
+    assert min(watch.fewest.values()) >= 1, watch.fewest
 
 
 def test_a_new_service_password_registers_again_and_glance_follows(cloud, docker_client):

@@ -18,17 +18,22 @@ def services(folder):
     return {s["name"]: s for s in build_pillar(folder, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
 
 
+def section(config, header):
+    """The lines of one section of haproxy's config (`backend keystone`), up to the next."""
+    return config.split(f"\n{header}\n")[1].split("\n\n")[0]
+
+
 def test_haproxy_fronts_every_api_service_on_the_vip_with_both_ports_of_each_as_servers(tmp_path):
     operator_folder(tmp_path)
     found = services(tmp_path)
     config = found["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
     for name, port, standby in (("keystone", 5000, 5001), ("glance", 9292, 9293), ("placement", 8778, 8779)):
         assert f"frontend {name}\n    bind 127.0.0.10:{port}\n" in config
-        backend = config.split(f"\nbackend {name}\n")[1].split("\nfrontend")[0]
+        backend = section(config, f"backend {name}")
         assert f"server 127.0.0.1:{port} 127.0.0.1:{port} check" in backend
         assert f"server 127.0.0.1:{standby} 127.0.0.1:{standby} check" in backend
-    assert "timeout server 6h" in config.split("\nbackend glance\n")[1].split("\nbackend")[0]
-    assert "timeout server 1m" in config.split("\nbackend keystone\n")[1].split("\nfrontend")[0]
+    assert "timeout server 6h" in section(config, "backend glance")
+    assert "timeout server 1m" in section(config, "backend keystone")
     # Every API container is swapped blue/green between its two ports; a drain waits
     # for the requests in flight as long as haproxy lets them run.
     keystone = ContainerSpec.from_dict(found["keystone"]["containers"][0]["spec"], "keystone")
@@ -41,6 +46,36 @@ def test_haproxy_fronts_every_api_service_on_the_vip_with_both_ports_of_each_as_
     assert "auth_url = http://127.0.0.10:5000" in found["glance"]["containers"][0]["files"]["glance-api.conf"]
     bootstrap = next(j for j in found["keystone"]["jobs"] if j["name"] == "t-keystone_bootstrap")
     assert "http://127.0.0.10:5000/v3" in bootstrap["command"]
+
+
+def test_a_busy_api_queues_in_haproxy_and_an_api_with_every_server_down_is_waited_for(tmp_path):
+    """A server takes as many requests as its uwsgi workers (maxconn); haproxy queues the
+    others, for up to haproxy_queue_timeout s. When no server of a backend is up, the
+    frontend sends requests to the `_waiting` backend: the same servers without a check,
+    tried once a second as many times."""
+    operator_folder(tmp_path, openstack_service_workers=3, haproxy_queue_timeout=20)
+    config = services(tmp_path)["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
+    assert "    timeout queue 20s" in config
+    for name in ("keystone", "glance", "placement"):
+        servers = [line.split() for line in section(config, f"backend {name}").splitlines() if line.split()[0] == "server"]
+        assert servers and all(line[-2:] == ["maxconn", "3"] and "check" in line for line in servers), servers
+        frontend = section(config, f"frontend {name}")
+        assert f"use_backend {name}_waiting if {{ nbsrv({name}) eq 0 }}" in frontend
+        waiting = section(config, f"backend {name}_waiting")
+        assert "retries 20" in waiting
+        assert [line.split()[1] for line in waiting.splitlines() if line.split()[0] == "server"] == [s[1] for s in servers]
+        assert "check" not in waiting
+
+
+def test_a_bad_queue_timeout_or_maxconn_is_refused_naming_the_key(tmp_path):
+    operator_folder(tmp_path, haproxy_queue_timeout=0)
+    with pytest.raises(ValidationError, match="key 'haproxy_queue_timeout' must be between 1 and 300 seconds, got 0"):
+        services(tmp_path)
+    problems = []
+    loadbalancer_entries({"svc": {"loadbalancer": {"svc": {"port": 80, "listen_ports": [81, 82], "check": "/",
+                                                           "maxconn": "two"}}}}, {"svc": ["127.0.0.1"]}, problems)
+    assert problems == ["salt/states/kolla/svc/defaults.yaml: loadbalancer.svc.maxconn: "
+                        "expected a number of requests above 0, got 'two'"]
 
 
 def test_without_haproxy_the_services_listen_on_their_port_and_swap_overlapping(tmp_path):
@@ -102,7 +137,7 @@ def test_haproxy_on_every_control_host_fronts_the_hosts_that_run_each_service(tm
     found = {s["name"]: s for s in pillar["services"]}
     assert "keystone" not in found and {"haproxy", "keepalived"} <= set(found)
     config = found["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
-    keystone = config.split("\nbackend keystone\n")[1].split("\nfrontend")[0]
+    keystone = section(config, "backend keystone")
     assert [line.split()[1] for line in keystone.splitlines() if line.strip().startswith("server")] == [
         "198.18.0.11:5000", "198.18.0.11:5001", "198.18.0.13:5000", "198.18.0.13:5001"]
     assert "bind 198.18.0.10:5000" in config

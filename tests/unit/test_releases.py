@@ -1,7 +1,7 @@
 """The upgrade-path rule: N -> N+1, SLURP .1 -> next .1; jumps and downgrades named."""
 import pytest
 
-from kolla_salt.releases import load_releases, upgrade_path_problem
+from kolla_salt.releases import load_releases, skew_problems, upgrade_path_problem
 
 RELEASES = {"zed": {"series": "2022.2"}, "2023.1": {"series": "2023.1 (antelope)"},
             "2024.1": {"series": "2024.1 (caracal)"}, "2025.1": {"series": "2025.1 (epoxy)"},
@@ -56,3 +56,36 @@ def test_a_jump_on_any_host_is_refused_naming_that_host():
                                        "`kolla-salt rollback` the containers)")
     assert len(error.value.problems) == 2   # host3's container is held at a generation: not a change
     _check_release_paths(hosts, allow_jump=True)   # reported, not refused
+
+
+@pytest.mark.parametrize("compute, control, problem", [
+    ("2026.1", "2026.1", None),
+    ("2025.2", "2026.1", None),                       # one release behind
+    ("2025.1", "2026.1", None),                       # SLURP: nova supports computes a .1 behind
+    ("2026.2", "2026.1", "nova_compute would run 2026.2, newer than nova at 2026.1"),
+    ("2025.1", "2026.2", "nova_compute would run 2025.1, more than one release behind nova at 2026.2"),
+])
+def test_a_compute_newer_than_novas_control_services_or_too_far_behind_is_refused(compute, control, problem):
+    problems = skew_problems(RELEASES, {"nova": control, "nova_compute": compute, "keystone": "2026.2"},
+                             {"nova_compute": "nova"})
+    assert problems == ([] if problem is None else [problems[0]])
+    if problem:
+        assert problems[0].startswith(problem) and "runs_behind" in problems[0]
+        assert ("upgrade nova to 2026.2 first" if compute > control else "upgrade nova_compute first") in problems[0]
+
+
+def test_a_pin_that_puts_nova_compute_ahead_of_nova_is_refused_before_anything_changes(tmp_path):
+    """The rule is the nova_compute folder's (runs_behind: nova), checked for every
+    pillar (deploy, upgrade, a master's placement), whichever hosts run the two."""
+    import yaml
+    from kolla_salt.errors import ValidationError
+    from kolla_salt.inventory import build_pillar, placement
+    from test_loadbalancer import operator_folder
+    operator_folder(tmp_path, enable_nova=True, enable_nova_compute=True, enable_libvirt=True)
+    (tmp_path / "pins.yml").write_text(yaml.safe_dump({"services": {"nova_compute": {"release": "2026.2"}}}))
+    for build in (lambda: build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]}), lambda: placement(tmp_path)):
+        with pytest.raises(ValidationError, match=r"nova_compute would run 2026.2, newer than nova at 2026.1: "
+                                                  r"nova_compute runs at most one release behind nova"):
+            build()
+    (tmp_path / "pins.yml").write_text(yaml.safe_dump({"services": {"nova": {"release": "2026.2"}}}))
+    assert placement(tmp_path)   # control services first: computes one release behind are fine
