@@ -502,12 +502,22 @@ class ContainerManager:
         self.journal(name).end()
 
     def _reload(self, names):
-        """SIGHUP to each of `names` that runs on this engine."""
+        """SIGHUP to each of `names` that runs on this engine. An API behind haproxy
+        among them (uwsgi loads its app again) is waited for until it passes its check
+        and haproxy sends it requests: a command that returned meanwhile would hand
+        its clients an API that is not there yet."""
+        reloaded = []
         for name in names:
             container = self.get(name)
             if container is not None and container.status == "running":
                 container.kill(signal="SIGHUP")
                 self.out(f"{name}: reloaded (SIGHUP)")
+                reloaded.append(container)
+        for container in reloaded:
+            if self._listening(container):
+                spec = ContainerSpec.from_dict(declared_spec(container.labels), where=f"label of {container.name}")
+                self.wait_healthy(container, spec, just_started=False)
+                self._take_traffic(container)
 
     def _recheck(self, replaced, names):
         """Waits until each of `names` that runs on this engine passes its check again:

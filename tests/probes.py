@@ -155,14 +155,16 @@ def percentile(values, share):
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else math.nan
 
 
-def run_load(probes, clients, seconds, during=None):
-    """`clients` users per probe, each asking again as soon as it has its answer (a
-    closed loop: more users than the APIs serve at once queue, they are not dropped),
-    for `seconds` (at most 100 calls a second per user). `during()`, when given, runs in
-    this thread meanwhile and ends when it returns. {name: figures} per probe: sent,
-    failed, answers per second, p50 and p99 latency (s), the first failures."""
-    probers = {name: [Prober(probe, 0.01, limit=int(seconds * 100) + 1) for _ in range(clients)]
-               for name, probe in probes.items()}
+def run_load(probes, users, seconds, during=None):
+    """`users` users spread over the probes (the first ones get one more when they do
+    not divide), each asking again as soon as it has its answer (a closed loop: more
+    users than the APIs serve at once queue, they are not dropped), for `seconds` (at
+    most 100 calls a second per user). `during()`, when given, runs in this thread
+    meanwhile. {name: figures} per probe: users, sent, failed, answers per second, p50
+    and p99 latency (s), the first failures."""
+    share, extra = divmod(users, len(probes))
+    probers = {name: [Prober(probe, 0.01, limit=int(seconds * 100) + 1) for _ in range(share + (i < extra))]
+               for i, (name, probe) in enumerate(probes.items())}
     everyone = [prober for group in probers.values() for prober in group]
     for prober in everyone:
         prober.start()
@@ -180,19 +182,20 @@ def run_load(probes, clients, seconds, during=None):
     figures = {}
     for name, group in probers.items():
         latencies = [t for prober in group for t in prober.latencies]
-        figures[name] = {"sent": sum(p.calls for p in group), "failed": sum(p.failed for p in group),
+        figures[name] = {"users": len(group), "sent": sum(p.calls for p in group),
+                         "failed": sum(p.failed for p in group),
                          "rate": round(len(latencies) / lasted, 1),
                          "p50": round(percentile(latencies, 0.5), 3), "p99": round(percentile(latencies, 0.99), 3),
                          "failures": [f for p in group for f in p.failures][:3]}
     return figures
 
 
-def capacity(step, max_users, growth=1.10):
-    """The users per API double from 1 (up to max_users) while `step(users)`, the answers
-    per second with that many users, grows by `growth` at least: (the most answers per
+def capacity(step, first, most, growth=1.10):
+    """The users double from `first` (up to `most`) while `step(users)`, the answers per
+    second with that many users, grows by `growth` at least: (the most answers per
     second, the users that gave them)."""
-    best, best_users, users = 0.0, 1, 1
-    while users <= max_users:
+    best, best_users, users = 0.0, first, first
+    while users <= most:
         total = step(users)
         if total < best * growth:
             break
