@@ -62,6 +62,21 @@ class Prober(threading.Thread):
         return max((b - a for a, b in zip(times, times[1:])), default=math.inf)
 
 
+FREEZE = ("import os, signal, sys\n"
+          "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+          "    if int(pid) in (1, os.getpid()): continue\n"
+          "    try: cmd = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
+          "    except OSError: continue\n"
+          "    if sys.argv[1].encode() in cmd: os.kill(int(pid), signal.SIGSTOP)\n")
+
+
+def freeze_service(container, process="memcached"):
+    """SIGSTOP the service inside (PID 1, tini, and the check keep working):
+    the process is alive, the check fails, Docker does nothing."""
+    result = container.exec_run(["python3", "-c", FREEZE, process])
+    assert result.exit_code == 0, result.output
+
+
 def memcached_answers(port, timeout=1.0):
     """Whether memcached on loopback `port` answers `version`."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as conn:

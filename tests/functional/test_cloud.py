@@ -471,6 +471,61 @@ def test_users_at_one_and_a_half_times_the_capacity_wait_longer_and_no_request_f
     assert min(watch.fewest.values()) >= 1, watch.fewest
 
 
+def test_a_cpu_starved_keystone_stays_in_its_backend_and_answers_slower(cloud, docker_client):
+    """Slow is not down: keystone held to a fifth of a core while users ask it for
+    tokens serves each in seconds; haproxy's check waits behind one request at most
+    (maxconn) and passes, so the server stays up and no request fails."""
+    from probes import BackendWatch, api_probes, run_load
+    settings = load_settings(cloud.config_dir)
+    probes = {"keystone": api_probes(settings["keystone_public_port"], cloud.passwords()["keystone_admin_password"],
+                                     VIP)["keystone"]}
+    keystone = docker_client.containers.get(cloud.name("keystone"))
+    watch = BackendWatch(settings["haproxy_runtime_directory"], ["keystone"])
+    keystone.update(cpu_period=100000, cpu_quota=20000)
+    watch.start()
+    try:
+        figures = run_load(probes, 3, 30)["keystone"]
+    finally:
+        watch.stop()
+        keystone.update(cpu_period=100000, cpu_quota=-1)
+    print(f"\nkeystone at a fifth of a core: {figures['sent']} token requests, {figures['failed']} failed, "
+          f"p50 {figures['p50']} s, p99 {figures['p99']} s, marked down {watch.marked_down['keystone']} times")
+    assert figures["sent"] >= 5 and figures["failed"] == 0, figures
+    assert figures["p50"] > 1, figures   # it was slow
+    assert watch.marked_down == {"keystone": 0} and watch.fewest == {"keystone": 1}, (watch.marked_down, watch.fewest)
+
+
+def test_a_frozen_keystone_is_healed_and_its_clients_wait_instead_of_failing(cloud, docker_client):
+    """keystone's processes stopped (SIGSTOP: alive, answering nothing): the health
+    loop restarts it, and a client asking for a token through the VIP every 100 ms has
+    one again within 10 s of the freeze; its requests meanwhile wait (haproxy's
+    `_waiting` backend, its retries), none fails."""
+    from probes import Prober, freeze_service, token_request
+    cloud.write_globals(enable_health_loop=True)
+    cloud.run("deploy")
+    prober = Prober(token_request(cloud.globals["keystone_public_port"], cloud.passwords()["keystone_admin_password"],
+                                  VIP, timeout=60), 0.1, limit=1000)
+    try:
+        prober.start()
+        wait_for("a token through the VIP", lambda: prober.answers, 30)
+        keystone = docker_client.containers.get(cloud.name("keystone"))
+        frozen = time.monotonic()
+        freeze_service(keystone, "uWSGI")
+        wait_for("a token after the freeze", lambda: [t for t in prober.answers if t > frozen + 1], 60)
+        healed = next(t for t in prober.answers if t > frozen + 1) - frozen
+        time.sleep(3)
+    finally:
+        prober.stop()
+        cloud.write_globals(enable_health_loop=False)
+        cloud.run("deploy")
+    restarted = docker_client.containers.get(cloud.name("keystone")).attrs["State"]["StartedAt"]
+    print(f"\nfrozen keystone: a token through the VIP again after {healed:.1f} s, "
+          f"{prober.calls} requests, {prober.failed} failed, longest gap {prober.longest_gap():.1f} s")
+    assert restarted != keystone.attrs["State"]["StartedAt"], "the health loop did not restart keystone"
+    assert prober.failed == 0, prober.failures
+    assert prober.longest_gap() < 10, prober.longest_gap()
+
+
 def test_a_new_service_password_registers_again_and_glance_follows(cloud, docker_client):
     """The registration job's inputs changed: it runs again and resets the password."""
     path = cloud.config_dir / "passwords.yml"

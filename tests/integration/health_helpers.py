@@ -77,21 +77,6 @@ def memcached_spec(name, breakable=False):
 
 
 # SIGSTOP every process whose command line holds argv[1], but PID 1 (tini) and itself.
-FREEZE = ("import os, signal, sys\n"
-          "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-          "    if int(pid) in (1, os.getpid()): continue\n"
-          "    try: cmd = open(f'/proc/{pid}/cmdline', 'rb').read()\n"
-          "    except OSError: continue\n"
-          "    if sys.argv[1].encode() in cmd: os.kill(int(pid), signal.SIGSTOP)\n")
-
-
-def freeze_service(container, process="memcached"):
-    """SIGSTOP the service inside (PID 1, tini, and the check keep working):
-    the process is alive, the check fails, Docker does nothing."""
-    result = container.exec_run(["python3", "-c", FREEZE, process])
-    assert result.exit_code == 0, result.output
-
-
 # Services started on their own (own network namespace, loopback only), with the
 # check of their deployed definition: the health tests and benchmarks/health_recovery.py.
 STANDALONE = {

@@ -12,7 +12,8 @@ import pytest
 from kolla_salt import paths
 from kolla_salt.containers import passes_check
 
-from health_helpers import BROKEN_MARKER, freeze_service, incarnation, memcached_spec, wait_until
+from health_helpers import BROKEN_MARKER, incarnation, memcached_spec, wait_until
+from probes import freeze_service
 from health_helpers import health_dir, health_manager, health_prefix  # noqa: F401 (fixtures)
 from salt_master import master_and_minion
 

@@ -14,8 +14,9 @@ from kolla_salt.containers import passes_check
 from kolla_salt.inventory import default_settings
 from kolla_salt.status import health_loop
 
-from health_helpers import BROKEN_MARKER, freeze_service, host_load, incarnation, memcached_spec, \
-    salt_minion_processes, standalone_spec, wait_until
+from health_helpers import BROKEN_MARKER, host_load, incarnation, memcached_spec, salt_minion_processes, \
+    standalone_spec, wait_until
+from probes import freeze_service
 from health_helpers import health_dir, health_manager, health_prefix  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ import yaml
 
 from conftest import SUITE_SETTINGS
 from guest import wait_for
-from health_helpers import freeze_service
+from probes import freeze_service
 from kolla_salt.build import push
 from kolla_salt.inventory import build_pillar, default_image, load_passwords, load_settings, service_images
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
