@@ -878,3 +878,69 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
     env.openstack("server", "delete", "--wait", server["id"], values=False)
     assert server["instance"] not in virsh_list(docker_client, env)
     assert qemu_pid(server["instance"]) is None
+
+
+def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_request(cloud, docker_client, server,
+                                                                                      built_images):
+    """`upgrade --release NEXT` of the whole cloud (a real release: every OpenStack
+    service's next version from PyPI, its schema migrations) with a server running,
+    while users ask keystone, nova, neutron and glance through the VIP (a request every
+    100 ms each) and a host on the server's network pings it: no request fails, the
+    server's qemu keeps its PID. Afterwards every API runs NEXT, a new server boots and
+    the old one stops and starts again, `deploy --test` predicts no change; a rollback of
+    nova-compute to the release before is refused (nova recorded the newer service
+    version), naming why, and changes nothing."""
+    from probes import Prober, api_probes
+    env = cloud
+    built_images("--release", NEXT, "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance",
+                 "placement", "nova", "libvirt", "openvswitch", "ovn", "neutron", "horizon")
+    running = boot_server(env.openstack, "kst-", name="release")
+    wait_for("answer to ping", lambda: answers_ping({"address": running["addresses"]["kst-servers"][0]}), 120)
+    pinged = {"address": running["addresses"]["kst-servers"][0]}
+    qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
+    probes = api_probes(env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"], VIP)
+    probers = {name: Prober(probe, 0.1, limit=20000) for name, probe in probes.items()}
+    answered = [0]
+
+    def pings():
+        answered[0] += answers_ping(pinged)
+        return answered[0]
+
+    for prober in probers.values():
+        prober.start()
+    started = time.monotonic()
+    try:
+        out, longest = while_running(env, ("upgrade", "--release", NEXT), pings)
+    finally:
+        for prober in probers.values():
+            prober.stop()
+    took = time.monotonic() - started
+    print(f"\nwhole-cloud upgrade to {NEXT}: {took:.0f} s, {answered[0]} pings answered, longest time without "
+          f"an answer {longest:.1f} s")
+    for name, prober in probers.items():
+        print(f"  {name}: {prober.calls} requests, {prober.failed} failed, longest gap {prober.longest_gap():.2f} s")
+    assert {name: prober.failures for name, prober in probers.items() if prober.failed} == {}
+    assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
+    assert longest < 5
+    for container in docker_client.containers.list(filters={"name": env.prefix}):
+        release = container.image.labels.get("kolla.release")
+        assert release in (None, NEXT), (container.name, release)
+    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
+
+    on_next = boot_server(env.openstack, "kst-", name="on-next")
+    assert on_next["status"] == "ACTIVE", on_next
+    wait_for("boot message on NEXT", lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack,
+                                                                                            on_next["id"]), 180)
+    env.openstack("server", "stop", running["id"], values=False)
+    wait_for("SHUTOFF", lambda: env.openstack("server", "show", running["id"], "-c", "status").strip() == "SHUTOFF", 60)
+    env.openstack("server", "start", running["id"], values=False)
+    wait_for("answer to ping after start", lambda: answers_ping(pinged), 180)
+
+    compute = docker_client.containers.get(env.name("nova_compute")).id
+    proc = env.run("rollback", "nova_compute", check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert f"runs {NEXT} and generation" in proc.stderr and "cannot go back to an older release" in proc.stderr \
+        and "ServiceTooOld" in proc.stderr, proc.stderr
+    assert docker_client.containers.get(env.name("nova_compute")).id == compute
+    for name in ("release", "on-next"):
+        env.openstack("server", "delete", "--wait", f"kst-{name}", values=False)
