@@ -122,11 +122,16 @@ def cmd_validate(args):
 
 
 def cmd_releases(args):
+    """The releases whose whole cloud kolla-salt's tests prove (releases.yml `cloud`);
+    with --all every release it can build, and what is proven of each."""
     from .releases import load_releases
     for name, release in load_releases().items():
+        if not (args.all or release.get("cloud")):
+            continue
         types = [t for t in ("binary", "source") if release.get(t)]
         versions = ", ".join(f"{p} {v}" for p, v in (release.get("source") or {}).items())
-        print(f"{name}\t{release['series']}\t{'/'.join(types)}\t{versions}")
+        proven = "\twhole cloud" if release.get("cloud") else "\tkeystone only"
+        print(f"{name}\t{release['series']}\t{'/'.join(types)}\t{versions}{proven if args.all else ''}")
 
 
 def cmd_build(args):
@@ -937,7 +942,9 @@ def build_parser():
                               "(keys/; keeps existing ones)")
     add("rotate-keys", cmd_rotate_keys, "rotate keystone's fernet keys (keys/keystone/fernet) once every host "
                                         "holds the current ones, then deploy them to every keystone host")
-    add("releases", cmd_releases, "list known OpenStack releases, oldest first")
+    p = add("releases", cmd_releases, "list the OpenStack releases whose whole cloud kolla-salt's tests prove, "
+                                      "oldest first")
+    p.add_argument("--all", action="store_true", help="every release kolla-salt can build, and what is proven of it")
     p = add("status", cmd_status, "show the container-set tree with state, health, image, generation")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p = add("logs", cmd_logs, "show a container's logs (service log files: <kolla_log_directory>/<service>/)")

@@ -89,3 +89,18 @@ def test_a_pin_that_puts_nova_compute_ahead_of_nova_is_refused_before_anything_c
             build()
     (tmp_path / "pins.yml").write_text(yaml.safe_dump({"services": {"nova": {"release": "2026.2"}}}))
     assert placement(tmp_path)   # control services first: computes one release behind are fine
+
+
+def test_releases_lists_those_whose_whole_cloud_is_proven_and_all_says_what_is_proven_of_each():
+    import subprocess
+    import sys
+    listed = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "releases"], capture_output=True, text=True,
+                            check=True).stdout.splitlines()
+    releases = load_releases()
+    assert [line.split("\t")[0] for line in listed] == [name for name, r in releases.items() if r.get("cloud")]
+    assert {"2026.1", "2026.2"} <= {line.split("\t")[0] for line in listed}
+    every = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "releases", "--all"], capture_output=True,
+                           text=True, check=True).stdout.splitlines()
+    assert [line.split("\t")[0] for line in every] == list(releases)
+    assert all(line.endswith("whole cloud" if releases[line.split("\t")[0]].get("cloud") else "keystone only")
+               for line in every), every
