@@ -916,7 +916,7 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
             break
         except AssertionError:   # no valid host yet: the server is in ERROR
             env.openstack("server", "delete", "--wait", "kst-on-next", values=False)
-            assert time.monotonic() - began < 120, "no server booted within 2 minutes of the upgrade"
+            assert time.monotonic() - began < 180, "no server booted within 3 minutes of the upgrade"
             time.sleep(10)
     print(f"a server booted on {NEXT} {time.monotonic() - began:.0f} s after the upgrade ({attempts} attempts)")
     assert on_next["status"] == "ACTIVE", on_next
