@@ -43,8 +43,8 @@ def cloud(config_dir):
 
 
 def step(probes, settings, users, seconds):
-    """The load of `users` users per API for `seconds`, printed; its figures, with the
-    total answers per second and haproxy's view."""
+    """The load of `users` users (spread over the APIs) for `seconds`, printed with
+    haproxy's view; the answers per second of all APIs together."""
     watch = BackendWatch(settings["haproxy_runtime_directory"])
     watch.start()
     try:
@@ -59,7 +59,7 @@ def step(probes, settings, users, seconds):
     for name, f in figures.items():
         print(f"      {name:10s} {f['users']:3d} users {f['sent']:5d} sent {f['failed']:4d} failed {f['rate']:6.1f}/s "
               f"p50 {f['p50']:.3f} s p99 {f['p99']:.3f} s{'  ' + str(f['failures'][:1]) if f['failures'] else ''}")
-    return total, figures, watch
+    return total
 
 
 def main():
@@ -73,7 +73,7 @@ def main():
         vip, port = settings["kolla_internal_vip_address"], settings["keystone_public_port"]
         probes = api_probes(port, password, vip)
         print(f"[saturation] {', '.join(probes)} through {vip}, {args.step:.0f} s a step", flush=True)
-        best, capacity_users = capacity(lambda users: step(probes, settings, users, args.step)[0], len(probes),
+        best, capacity_users = capacity(lambda users: step(probes, settings, users, args.step), len(probes),
                                         args.max_users)
         print(f"capacity: {best:.1f} answers/s with {capacity_users} users")
         for factor in (1.5, 2):

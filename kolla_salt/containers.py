@@ -178,6 +178,11 @@ class Target:
     config_hash: str
 
 
+def _labelled_spec(container):
+    """The spec a managed container was created with (its kolla.spec label)."""
+    return ContainerSpec.from_dict(declared_spec(container.labels), where=f"label of {container.name}")
+
+
 class ContainerManager:
     def __init__(self, client=None, state_dir="/var/lib/kolla-salt", health_timeout=180,
                  generations_kept=2, secrets=(), out=None, balancer=None):
@@ -515,8 +520,7 @@ class ContainerManager:
                 reloaded.append(container)
         for container in reloaded:
             if self._listening(container):
-                spec = ContainerSpec.from_dict(declared_spec(container.labels), where=f"label of {container.name}")
-                self.wait_healthy(container, spec, just_started=False)
+                self.wait_healthy(container, _labelled_spec(container), just_started=False)
                 self._take_traffic(container)
 
     def _recheck(self, replaced, names):
@@ -524,8 +528,7 @@ class ContainerManager:
         it lost its connection to `replaced` and makes it again by itself."""
         for name in names:
             container = self.get(name)
-            spec = ContainerSpec.from_dict(declared_spec(container.labels), where=f"label of {name}") \
-                if container is not None and container.status == "running" else None
+            spec = _labelled_spec(container) if container is not None and container.status == "running" else None
             if spec is not None and spec.healthcheck is not None:
                 self.out(f"{name}: waiting until it passes its check again (it reconnects to {replaced})")
                 began = time.monotonic()

@@ -133,15 +133,15 @@ def projects_listed(port, token, address="127.0.0.1"):
 
 
 # A list call per catalog type: what a user's client asks most (openstack server list, ...).
-LIST_CALLS = {"compute": "/servers", "network": "/v2.0/networks", "image": "/v2/images",
-              "placement": "/resource_providers"}
+LIST_CALLS = {"compute": "/servers", "network": "/v2.0/networks", "image": "/v2/images"}
 
 
-def api_probes(port, password, address="127.0.0.1", types=("compute", "network", "image")):
+def api_probes(port, password, address="127.0.0.1"):
     """{API name: probe} for a user's load through the VIP: `keystone` issues a token
     scoped to the admin project (what every `openstack` command starts with), and one
-    probe per catalog type of `types` lists that API's resources with the admin's token,
-    at the public endpoint keystone's catalog gives (the services' `register:` blocks)."""
+    probe per catalog type of LIST_CALLS lists that API's resources with the admin's
+    token, at the public endpoint keystone's catalog gives (the services' `register:`
+    blocks)."""
     with token_issue(port, password, address, project="admin", timeout=30) as answer:
         token, catalog = answer.headers["X-Subject-Token"], json.load(answer)["token"]["catalog"]
 
@@ -159,7 +159,7 @@ def api_probes(port, password, address="127.0.0.1", types=("compute", "network",
 
     probes = {"keystone": token_probe}
     for entry in catalog:
-        if entry["type"] in types:
+        if entry["type"] in LIST_CALLS:
             url = next(e["url"] for e in entry["endpoints"] if e["interface"] == "public").rstrip("/")
             probes[entry["name"]] = lister(url + LIST_CALLS[entry["type"]])
     return probes
@@ -170,13 +170,12 @@ def percentile(values, share):
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else math.nan
 
 
-def run_load(probes, users, seconds, during=None):
+def run_load(probes, users, seconds):
     """`users` users spread over the probes (the first ones get one more when they do
     not divide), each asking again as soon as it has its answer (a closed loop: more
     users than the APIs serve at once queue, they are not dropped), for `seconds` (at
-    most 100 calls a second per user). `during()`, when given, runs in this thread
-    meanwhile. {name: figures} per probe: users, sent, failed, answers per second, p50
-    and p99 latency (s), the first failures."""
+    most 100 calls a second per user). {name: figures} per probe: users, sent, failed,
+    answers per second, p50 and p99 latency (s), the first failures."""
     share, extra = divmod(users, len(probes))
     probers = {name: [Prober(probe, 0.01, limit=int(seconds * 100) + 1) for _ in range(share + (i < extra))]
                for i, (name, probe) in enumerate(probes.items())}
@@ -185,9 +184,7 @@ def run_load(probes, users, seconds, during=None):
         prober.start()
     began = time.monotonic()
     try:
-        if during is not None:
-            during()
-        time.sleep(max(0.0, seconds - (time.monotonic() - began)))
+        time.sleep(seconds)
     finally:
         for prober in everyone:
             prober.stop_flag.set()

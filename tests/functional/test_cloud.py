@@ -872,8 +872,8 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     built_images("--release", NEXT, "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance",
                  "placement", "nova", "libvirt", "openvswitch", "ovn", "neutron", "horizon")
     running = boot_server(env.openstack, "kst-", name="release")
-    wait_for("answer to ping", lambda: answers_ping({"address": running["addresses"]["kst-servers"][0]}), 120)
     pinged = {"address": running["addresses"]["kst-servers"][0]}
+    wait_for("answer to ping", lambda: answers_ping(pinged), 120)
     qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
     probes = api_probes(env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"], VIP)
     probers = {name: Prober(probe, 0.1, limit=20000) for name, probe in probes.items()}
