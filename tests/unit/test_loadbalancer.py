@@ -55,14 +55,15 @@ def test_a_busy_api_queues_in_haproxy_and_an_api_with_every_server_down_is_waite
     tried once a second as many times."""
     operator_folder(tmp_path, openstack_service_workers=3, haproxy_queue_timeout=20)
     config = services(tmp_path)["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
-    assert "    timeout queue 20s" in config
+    assert "    timeout queue 20s" in config and "    retries 20\n" in section(config, "defaults")
     for name in ("keystone", "glance", "placement"):
         servers = [line.split() for line in section(config, f"backend {name}").splitlines() if line.split()[0] == "server"]
-        assert servers and all(line[-2:] == ["maxconn", "3"] and "check" in line for line in servers), servers
+        assert servers and all("check" in line for line in servers), servers
+        if name != "keystone":   # keystone's folder sets no maxconn (docs/design.md: busy is not down)
+            assert all(line[-2:] == ["maxconn", "3"] for line in servers), servers
         frontend = section(config, f"frontend {name}")
         assert f"use_backend {name}_waiting if {{ nbsrv({name}) eq 0 }}" in frontend
         waiting = section(config, f"backend {name}_waiting")
-        assert "retries 20" in waiting
         assert [line.split()[1] for line in waiting.splitlines() if line.split()[0] == "server"] == [s[1] for s in servers]
         assert "check" not in waiting
 
