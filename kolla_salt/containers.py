@@ -468,8 +468,10 @@ class ContainerManager:
             if leftover is not None:
                 leftover.remove(force=True)
         overlap = spec.swap in ("overlap", "blue-green") and old.status == "running"
-        # Only a generation that ran healthy is a rollback target.
-        old_was_healthy = old.status == "running" and old.health in ("healthy", "starting", "unknown")
+        # Only a generation that ran healthy is a rollback target. Docker's verdict can
+        # be a minute old (health_docker_interval): its "unhealthy" is asked again.
+        old_was_healthy = old.status == "running" and (
+            old.health in ("healthy", "starting", "unknown") or run_check(old, _labelled_spec(old))[0])
         journal.begin(generation=generation, old_generation=old_generation,
                       previous_outcome=generations.REPLACED if old_was_healthy else generations.FAILED)
         # The new image and container are ready before the outage starts. Beside a
@@ -533,16 +535,6 @@ class ContainerManager:
                 self.out(f"{name}: waiting until it passes its check again (it reconnects to {replaced})")
                 began = time.monotonic()
                 self.wait_healthy(container, spec, just_started=False)
-                # Docker's status too (its next scheduled check): what failed meanwhile
-                # made it unhealthy, and a swap of `name` would take that generation
-                # for a failed one (no rollback target), the health loop for a hang.
-                check = spec.healthcheck
-                deadline = time.monotonic() + 2 * check.interval + check.timeout
-                while container.health != "healthy":
-                    if time.monotonic() > deadline:
-                        raise HealthTimeout(f"{name} passes its check, but Docker still says it is {container.health}")
-                    time.sleep(1)
-                    container.reload()
                 self.out(f"{name}: passes its check again after {time.monotonic() - began:.0f} s")
 
     def _start_new(self, new, old, spec, generation, old_generation, beside):
@@ -718,8 +710,12 @@ class ContainerManager:
 
     def undeclared(self, declared_sets, prefix=""):
         """This deployment's containers whose set is not among `declared_sets`: a
-        service disabled, or no longer for this host."""
-        return [c for c in self.deployment_containers(prefix) if c.labels.get(LABEL_SET) not in declared_sets]
+        service disabled, or no longer for this host. Read from one listing: each
+        container is inspected only when it is one (every deploy asks)."""
+        return [self.client.containers.get(entry["Id"])
+                for entry in self.client.api.containers(all=True, filters={"label": LABEL_NAME})
+                if entry["Labels"][LABEL_NAME].startswith(prefix) and entry["Labels"].get(LABEL_SET) not in declared_sets
+                and self.history(entry["Labels"][LABEL_NAME]).file.exists()]
 
     def remove(self, container):
         """Removes a managed container, never its volumes; when it is the current

@@ -134,25 +134,87 @@ def docker_pass(state, timeout):
     return began
 
 
-def managed_names(client, prefix=""):
-    """{managed name: state} of the current (not kept-aside) managed containers,
-    from one cheap listing."""
-    return {name: entry.get("State", "") for name, entry in current_entries(client, prefix)}
+class Watchlist:
+    """The Watched records of the running managed containers, kept across passes.
 
+    A pass lists the containers once (one API call) and inspects one again only
+    when the listing shows a change (another container id, or its status text:
+    a restart, Docker's verdict, the uptime's next minute), its service process is
+    gone from /proc (restarted), or a check of it is due and Docker may have
+    passed one since (`fresh`). Inspecting each container on every pass was most
+    of the loop's cost at rest."""
 
-def watched_containers(client, names):
-    """Watched records of the running ones among `names` (see managed_names)."""
-    watched = []
-    for name, state in names.items():
-        if state != "running":
-            continue
+    def __init__(self):
+        self.known = {}      # name: (listing id and status, Watched or None)
+        self.entries = {}    # the latest listing: {name: entry} (current_entries)
+
+    def update(self, client, entries, table):
+        """The Watched records of `entries` ({name: listing entry}, current_entries)
+        that run; `table`: hostsignals.process_table of this pass."""
+        watched = []
+        for name, entry in entries.items():
+            if entry.get("State") != "running":
+                self.known.pop(name, None)
+                continue
+            key = (entry.get("Id"), entry.get("Status"))
+            seen, item = self.known.get(name, (None, None))
+            if seen != key or (item is not None and item.pid not in table):
+                item = self._inspect(client, name, key)
+            if item is not None:
+                watched.append(item)
+        for name in set(self.known) - set(entries):
+            del self.known[name]
+        return watched
+
+    def fresh(self, client, item):
+        """`item` inspected now (Docker's latest check of it), or None when it is gone."""
+        return self._inspect(client, item.name, self.known.get(item.name, (None, None))[0])
+
+    def _inspect(self, client, name, key):
         try:
             item = watched_from_container(client.containers.get(name))
         except docker.errors.NotFound:
-            continue
-        if item:
-            watched.append(item)
-    return watched
+            item = None
+        self.known[name] = (key, item)
+        return item
+
+
+class ContainerEvents:
+    """Whether the managed containers may have changed (one was created, started,
+    ended, renamed, paused, removed, or Docker's verdict of it changed) since the
+    last pass that listed them. A thread follows Docker's event stream; a pass
+    lists the containers only after such an event, when the stream broke, or
+    `relist` s after the last listing: at rest a listing each second was a third
+    of the loop's cost (the engine builds it)."""
+    ACTIONS = {"create", "start", "restart", "die", "destroy", "rename", "pause", "unpause", "oom", "health_status"}
+
+    def __init__(self, relist=30.0):
+        self.relist = relist
+        self.changed = threading.Event()
+        self.thread = None
+        self.listed = -math.inf
+
+    def due(self, client, now):
+        """Whether this pass lists the containers (and then counts it as done)."""
+        if self.thread is None or not self.thread.is_alive():
+            self.changed.set()
+            self.thread = threading.Thread(target=self._follow, args=(client,), daemon=True)
+            self.thread.start()
+        if not self.changed.is_set() and now - self.listed < self.relist:
+            return False
+        self.changed.clear()   # before the listing: an event during it brings another
+        self.listed = now
+        return True
+
+    def _follow(self, client):
+        try:
+            for event in client.events(decode=True, filters={"type": "container", "label": LABEL_NAME}):
+                # "health_status: healthy"; the checks' own exec_* events are no change
+                if event.get("Action", "").split(":")[0] in self.ACTIONS:
+                    self.changed.set()
+        except Exception:   # the stream ended (the engine restarted, an idle read timed out)
+            pass
+        self.changed.set()
 
 
 # -- running checks -----------------------------------------------------------------
@@ -518,13 +580,25 @@ class HealthTracker:
         return (f"{item.name}/{status}", data)
 
 
-def beacon_pass(client, tracker, runner, prefix="", status_file=None, proc="/proc"):
+@dataclass
+class BeaconState:
+    """What one loaded beacon keeps from pass to pass."""
+    tracker: HealthTracker = field(default_factory=HealthTracker)
+    runner: CheckRunner = field(default_factory=CheckRunner)
+    watchlist: Watchlist = field(default_factory=Watchlist)
+    events: ContainerEvents = field(default_factory=ContainerEvents)
+
+
+def beacon_pass(client, state, prefix="", status_file=None, proc="/proc"):
     """One beacon run: collect the checks that are over, start those that are
     due, return the events to fire as Salt beacon dicts ({'tag': suffix, ...data});
     write what it knows of every container to `status_file` when that changed."""
-    names = managed_names(client, prefix)
-    watched = watched_containers(client, names)
+    tracker, runner, watchlist = state.tracker, state.runner, state.watchlist
+    if state.events.due(client, time.monotonic()):
+        watchlist.entries = dict(current_entries(client, prefix))
+    entries = watchlist.entries
     table, psi = process_table(proc), read_pressure(proc)
+    watched = watchlist.update(client, entries, table)
     samples = {item.name: service_sample(table, item.pid) for item in watched}
     now = time.monotonic()
     events = []
@@ -532,15 +606,20 @@ def beacon_pass(client, tracker, runner, prefix="", status_file=None, proc="/pro
         for tag, data in tracker.observe(item, result, time.time(), evidence):
             events.append({"tag": tag, **data})
     stopped = {name for name, sample in samples.items() if sample and sample.stopped}
-    wall = time.time()
-    due = [(item, tracker.timeout(item)) for item in watched
-           if tracker.due(item, runner.since_start(item.name, now), item.name in stopped,
-                          wall - item.docker_passed if item.docker_passed else math.inf)]
-    runner.start(client, due, now, samples, psi)
+
+    def due(item):
+        since_docker = time.time() - item.docker_passed if item.docker_passed else math.inf
+        return tracker.due(item, runner.since_start(item.name, now), item.name in stopped, since_docker)
+
+    # A check looks due by what the watchlist knew; Docker may have passed one since.
+    due_now = [fresh for fresh in (watchlist.fresh(client, item) for item in watched
+                                   if item.name not in runner.in_flight and due(item))
+               if fresh is not None and due(fresh)]
+    runner.start(client, [(item, tracker.timeout(item)) for item in due_now], now, samples, psi)
     # Counters of a container being restarted are kept (it comes back and its
     # recovery is news); those of removed containers go.
-    tracker.forget_others(names)
-    runner.forget_others(names)
+    tracker.forget_others(entries)
+    runner.forget_others(entries)
     if status_file:
         write_json(status_file, tracker.snapshot(), only_if_changed=True)
     return events
@@ -603,8 +682,9 @@ def validate_beacon_config(config):
     return True, "valid"
 
 
-def configure(tracker, runner, conf):
-    """Applies a merged beacon config; a key it leaves out keeps the default."""
+def configure(state, conf):
+    """Applies a merged beacon config to a BeaconState; a key it leaves out keeps the default."""
+    tracker, runner = state.tracker, state.runner
     for key, attr in (("threshold", "threshold"), ("remind", "remind"), ("remind_max", "remind_max"),
                       ("check_interval", "interval"), ("retry_interval", "retry_interval"),
                       ("pressure_limit", "pressure_limit"), ("slow_factor", "slow_factor"),

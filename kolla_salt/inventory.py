@@ -454,9 +454,12 @@ def _service_templates():
     """The Jinja environment of the service folders, one per process: it keeps the
     templates it compiled (compiling them was most of a pillar's build time) and
     compiles one again once its file changes. The master builds a pillar for every
-    minion of every step, the CLI one for every host."""
+    minion of every step, the CLI one for every host. Compiled templates are kept
+    between processes too (Jinja's per-user cache folder, mode 0700, keyed by each
+    source's checksum): a no-op deploy compiles each of them twice otherwise."""
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.SERVICES_DIR)),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                             bytecode_cache=jinja2.FileSystemBytecodeCache())
     env.filters["to_json"] = json.dumps
     return env
 
@@ -481,7 +484,14 @@ class ServiceRenderer:
 
     def definition(self, service):
         text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context())
-        return safeyaml.load(text) or {}
+        definition = safeyaml.load(text) or {}
+        # Docker's own checks run at one pace for all (health_docker_interval): each
+        # costs a process in the container, and the health loop counts their passes.
+        for container in (definition.get("containers") or {}).values():
+            check = container.get("healthcheck") if isinstance(container, dict) else None
+            if isinstance(check, dict):
+                check.setdefault("interval", self.settings["health_docker_interval"])
+        return definition
 
     def template(self, service, name, **extra):
         return self.env.get_template(f"{service}/templates/{name}").render(**self.context(), **extra)

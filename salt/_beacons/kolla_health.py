@@ -40,9 +40,9 @@ except ImportError:
 
 __virtualname__ = "kolla_health"
 
-# Counters and checks in flight survive between beacon runs in the module (one per loaded beacon).
-_TRACKERS = {}
-_RUNNERS = {}
+# Counters, checks in flight, what was inspected and Docker's event stream survive
+# between beacon runs in the module (health.BeaconState, one per loaded beacon).
+_STATES = {}
 _CLIENT = []
 
 
@@ -65,8 +65,6 @@ def _client():
 def beacon(config):
     conf = health.merge_config(config)
     key = conf.get("_beacon_name", __virtualname__)
-    tracker = _TRACKERS.setdefault(key, health.HealthTracker())
-    runner = _RUNNERS.setdefault(key, health.CheckRunner())
-    health.configure(tracker, runner, conf)
-    return health.beacon_pass(_client(), tracker, runner, prefix=conf.get("prefix", ""),
-                              status_file=conf.get("status_file"))
+    state = _STATES.setdefault(key, health.BeaconState())
+    health.configure(state, conf)
+    return health.beacon_pass(_client(), state, prefix=conf.get("prefix", ""), status_file=conf.get("status_file"))

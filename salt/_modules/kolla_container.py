@@ -6,6 +6,8 @@ remove_undeclared (containers of services no longer declared for this host), sto
 and what `kolla-salt` on a master reads: facts, status, logs."""
 import sys
 
+import docker
+
 from kolla_salt.containers import ContainerManager
 from kolla_salt.spec import ContainerSpec
 
@@ -16,6 +18,17 @@ def __virtual__():
     return __virtualname__
 
 
+# One Docker client per process: making one asks the engine its version, and a
+# state run makes a manager for each of its states (half a no-op deploy's time).
+_CLIENT = []
+
+
+def _client():
+    if not _CLIENT:
+        _CLIENT.append(docker.from_env(timeout=300))
+    return _CLIENT[0]
+
+
 def _manager():
     kolla = __pillar__["kolla"]
 
@@ -23,7 +36,7 @@ def _manager():
         print(f"[kolla] {message}", file=sys.stderr, flush=True)
 
     return ContainerManager.from_settings(kolla["settings"], kolla["passwords"].values(), out=progress,
-                                          remote_balancers=_remote_balancers(), host=__opts__["id"])
+                                          client=_client(), remote_balancers=_remote_balancers(), host=__opts__["id"])
 
 
 def _remote_balancers():
@@ -80,10 +93,8 @@ def present(names):
     (salt/states/kolla/service.jinja). One listing per state run, before it changes
     anything (its states render first)."""
     if "kolla_container.present" not in __context__:
-        import docker
-
         from kolla_salt.containers import current_entries
-        __context__["kolla_container.present"] = {name for name, _ in current_entries(docker.from_env(timeout=60))}
+        __context__["kolla_container.present"] = {name for name, _ in current_entries(_client())}
     return [name for name in names if name in __context__["kolla_container.present"]]
 
 

@@ -108,6 +108,35 @@ def test_watched_containers_are_running_current_checked_and_inside_the_prefix():
     assert health.watched_from_container(fake_container("kst-x", paused=True)) is None
 
 
+class CountingClient:
+    """A Docker client whose containers.get counts the inspections."""
+    def __init__(self, containers):
+        self.by_name, self.inspected = containers, []
+        self.containers = SimpleNamespace(get=self.get)
+
+    def get(self, name):
+        self.inspected.append(name)
+        return self.by_name[name]
+
+
+def test_the_watchlist_inspects_a_container_again_only_when_something_changed():
+    container = fake_container("kst-memcached")
+    container.attrs["State"]["Pid"] = 40
+    client = CountingClient({"kst-memcached": container})
+    watchlist = health.Watchlist()
+    entry = {"Id": container.id, "State": "running", "Status": "Up 2 minutes (healthy)"}
+    for _ in range(3):   # passes that see nothing new: one inspection in all
+        assert [w.name for w in watchlist.update(client, {"kst-memcached": entry}, {40: (1, "S", 0)})] == [
+            "kst-memcached"]
+    assert client.inspected == ["kst-memcached"]
+    watchlist.update(client, {"kst-memcached": {**entry, "Status": "Up 3 minutes (healthy)"}}, {40: (1, "S", 0)})
+    assert len(client.inspected) == 2            # Docker's status text changed
+    watchlist.update(client, {"kst-memcached": {**entry, "Status": "Up 3 minutes (healthy)"}}, {41: (1, "S", 0)})
+    assert len(client.inspected) == 3            # its process is gone: restarted
+    assert watchlist.update(client, {"kst-memcached": {**entry, "State": "exited"}}, {}) == []
+    assert watchlist.known == {}                 # not running: forgotten
+
+
 # -- restart policy ------------------------------------------------------------------
 
 def decide_and_apply(policy, record, incarnation, now):
