@@ -142,9 +142,14 @@ class Watchlist:
     a restart, Docker's verdict, the uptime's next minute), its service process is
     gone from /proc (restarted), or a check of it is due and Docker may have
     passed one since (`fresh`). Inspecting each container on every pass was most
-    of the loop's cost at rest."""
+    of the loop's cost at rest.
 
-    def __init__(self):
+    Only this deployment's containers are watched: those whose history is in
+    `state_dir` (another deployment or a test on the same engine may share the
+    name prefix, the empty one of a default deployment above all)."""
+
+    def __init__(self, state_dir=None):
+        self.state_dir = state_dir
         self.known = {}      # name: (listing id and status, Watched or None)
         self.entries = {}    # the latest listing: {name: entry} (current_entries)
 
@@ -172,7 +177,8 @@ class Watchlist:
 
     def _inspect(self, client, name, key):
         try:
-            item = watched_from_container(client.containers.get(name))
+            ours = self.state_dir is None or History(self.state_dir, name).file.exists()
+            item = watched_from_container(client.containers.get(name)) if ours else None
         except docker.errors.NotFound:
             item = None
         self.known[name] = (key, item)
@@ -180,19 +186,28 @@ class Watchlist:
 
 
 class ContainerEvents:
-    """Whether the managed containers may have changed (one was created, started,
-    ended, renamed, paused, removed, or Docker's verdict of it changed) since the
-    last pass that listed them. A thread follows Docker's event stream; a pass
-    lists the containers only after such an event, when the stream broke, or
-    `relist` s after the last listing: at rest a listing each second was a third
-    of the loop's cost (the engine builds it)."""
+    """What Docker's event stream told since the last pass: whether the managed
+    containers may have changed (one was created, started, ended, renamed,
+    paused, removed, or Docker's verdict of it changed), and which of them a
+    check failed in (a command `docker exec`ed or Docker's HEALTHCHECK ended
+    with another exit code than 0). A thread follows the stream; a pass lists
+    the containers only after such a change, when the stream broke, or `relist`
+    s after the last listing: at rest a listing each second was a third of the
+    loop's cost (the engine builds it). A failed check is the cheap signal that
+    brings the loop's own check at once, rather than at its next interval."""
     ACTIONS = {"create", "start", "restart", "die", "destroy", "rename", "pause", "unpause", "oom", "health_status"}
 
     def __init__(self, relist=30.0):
         self.relist = relist
         self.changed = threading.Event()
+        self.failed = set()      # names; the thread adds, take_failed empties
         self.thread = None
         self.listed = -math.inf
+
+    def take_failed(self):
+        """Names of the containers a check failed in since the last call."""
+        failed, self.failed = self.failed, set()
+        return failed
 
     def due(self, client, now):
         """Whether this pass lists the containers (and then counts it as done)."""
@@ -209,9 +224,12 @@ class ContainerEvents:
     def _follow(self, client):
         try:
             for event in client.events(decode=True, filters={"type": "container", "label": LABEL_NAME}):
-                # "health_status: healthy"; the checks' own exec_* events are no change
-                if event.get("Action", "").split(":")[0] in self.ACTIONS:
+                action = event.get("Action", "").split(":")[0]   # "health_status: healthy"
+                attributes = (event.get("Actor") or {}).get("Attributes") or {}
+                if action in self.ACTIONS:
                     self.changed.set()
+                elif action == "exec_die" and attributes.get("exitCode") not in (None, "0"):
+                    self.failed.add(attributes.get("name"))
         except Exception:   # the stream ended (the engine restarted, an idle read timed out)
             pass
         self.changed.set()
@@ -444,11 +462,12 @@ class HealthTracker:
     stall_window: float = 10.0
     tracks: dict = field(default_factory=dict)
 
-    def due(self, item, since_last, stopped=False, since_docker_pass=math.inf):
+    def due(self, item, since_last, stopped=False, since_docker_pass=math.inf, check_failed=False):
         """Whether `item`'s next check is due `since_last` s after the last one
-        started: sooner while it fails, has not passed since it (re)started, or
-        a service process is stopped (a hang shows first there); a slow one
-        keeps the normal pace (checks add load). For a healthy one a pass of
+        started: sooner while it fails, has not passed since it (re)started, a
+        service process is stopped (a hang shows first there), or another check
+        in it just failed (`check_failed`: Docker's); a slow one keeps the normal
+        pace (checks add load). For a healthy one a pass of
         Docker's own check `since_docker_pass` s ago counts as a check, and one
         Docker is about to run is waited for (up to DOCKER_GRACE s late); a check
         that fails or hangs there leaves no new pass, and the loop checks by
@@ -458,7 +477,7 @@ class HealthTracker:
             unsure = True
         else:
             unsure = not track.slow and (track.failures or not track.healthy_since)
-        if unsure or stopped:
+        if unsure or stopped or check_failed and not track.slow:
             return since_last >= self.retry_interval - PASS_JITTER
         if track.slow or track.status != HEALTHY:
             return since_last >= self.interval - PASS_JITTER
@@ -589,11 +608,12 @@ class BeaconState:
     events: ContainerEvents = field(default_factory=ContainerEvents)
 
 
-def beacon_pass(client, state, prefix="", status_file=None, proc="/proc"):
+def beacon_pass(client, state, prefix="", status_file=None, state_dir=None, proc="/proc"):
     """One beacon run: collect the checks that are over, start those that are
     due, return the events to fire as Salt beacon dicts ({'tag': suffix, ...data});
     write what it knows of every container to `status_file` when that changed."""
     tracker, runner, watchlist = state.tracker, state.runner, state.watchlist
+    watchlist.state_dir = state_dir
     if state.events.due(client, time.monotonic()):
         watchlist.entries = dict(current_entries(client, prefix))
     entries = watchlist.entries
@@ -606,10 +626,12 @@ def beacon_pass(client, state, prefix="", status_file=None, proc="/proc"):
         for tag, data in tracker.observe(item, result, time.time(), evidence):
             events.append({"tag": tag, **data})
     stopped = {name for name, sample in samples.items() if sample and sample.stopped}
+    failed = state.events.take_failed()
 
     def due(item):
         since_docker = time.time() - item.docker_passed if item.docker_passed else math.inf
-        return tracker.due(item, runner.since_start(item.name, now), item.name in stopped, since_docker)
+        return tracker.due(item, runner.since_start(item.name, now), item.name in stopped, since_docker,
+                           item.name in failed)
 
     # A check looks due by what the watchlist knew; Docker may have passed one since.
     due_now = [fresh for fresh in (watchlist.fresh(client, item) for item in watched
@@ -657,7 +679,7 @@ def read_json(path):
 # The beacon's keys: (type, at least). `interval` is Salt's (beacon passes, in
 # loop_interval units); the check pace is check_interval/retry_interval.
 BEACON_KEYS = {"interval": ((int, float), 0), "enabled": (bool, None), "prefix": (str, None),
-               "status_file": (str, None), "threshold": (int, 1), "remind": ((int, float), 0),
+               "status_file": (str, None), "state_dir": (str, None), "threshold": (int, 1), "remind": ((int, float), 0),
                "remind_max": ((int, float), 0), "check_interval": ((int, float), 0),
                "retry_interval": ((int, float), 0), "probe": ((int, float), 0),
                "pressure_limit": ((int, float), 0), "slow_factor": ((int, float), 1),

@@ -102,6 +102,7 @@ def beacon_config(settings):
         {"remind": settings["health_restart_backoff"]},
         {"remind_max": settings["health_restart_window"]},
         {"status_file": str(status_file(settings))},
+        {"state_dir": settings["kolla_state_directory"]},
     ]
 
 

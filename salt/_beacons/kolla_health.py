@@ -29,6 +29,7 @@ writes it from the health_* settings)::
         - remind: 10           # repeat a standing `unhealthy` after 10, 20, 40... s
         - remind_max: 600      # ... up to this gap
         - status_file: /var/lib/kolla-salt/health/status.json
+        - state_dir: /var/lib/kolla-salt   # watch only the containers whose history is here
 """
 try:
     import docker
@@ -67,4 +68,5 @@ def beacon(config):
     key = conf.get("_beacon_name", __virtualname__)
     state = _STATES.setdefault(key, health.BeaconState())
     health.configure(state, conf)
-    return health.beacon_pass(_client(), state, prefix=conf.get("prefix", ""), status_file=conf.get("status_file"))
+    return health.beacon_pass(_client(), state, prefix=conf.get("prefix", ""), status_file=conf.get("status_file"),
+                              state_dir=conf.get("state_dir"))

@@ -113,7 +113,9 @@ def test_a_service_slow_on_a_loaded_host_is_reported_slow_and_not_restarted(
 def test_a_flapping_service_is_capped_reported_and_still_watched_after_the_cap(
         health_loop_with, health_manager, health_prefix, docker_client):
     window = 20
-    settings, bus = health_loop_with(health_restart_cap=2, health_restart_window=window, health_restart_backoff=1)
+    # checked every 5 s: a recovery and a new failure are seen within the test's waits
+    settings, bus = health_loop_with(health_restart_cap=2, health_restart_window=window, health_restart_backoff=1,
+                                     health_check_interval=5)
     spec = memcached_spec(f"{health_prefix}broken", breakable=True)
     health_manager.ensure(spec)
     neighbour_spec = memcached_spec(f"{health_prefix}neighbour")

@@ -10,6 +10,7 @@ import docker.errors
 import pytest
 
 from kolla_salt import health, healthloop, hostsignals
+from kolla_salt.generations import History
 from kolla_salt.inventory import default_settings
 from kolla_salt.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
 
@@ -135,6 +136,17 @@ def test_the_watchlist_inspects_a_container_again_only_when_something_changed():
     assert len(client.inspected) == 3            # its process is gone: restarted
     assert watchlist.update(client, {"kst-memcached": {**entry, "State": "exited"}}, {}) == []
     assert watchlist.known == {}                 # not running: forgotten
+
+
+def test_the_watchlist_leaves_alone_containers_of_another_deployment(tmp_path):
+    container = fake_container("memcached")
+    container.attrs["State"]["Pid"] = 40
+    entries = {"memcached": {"Id": container.id, "State": "running", "Status": "Up 2 minutes"}}
+    # the same name, the same (empty) prefix, but its history is in another state folder
+    assert health.Watchlist(tmp_path).update(CountingClient({"memcached": container}), entries, {40: (1, "S", 0)}) == []
+    History(tmp_path, "memcached").set_running(1)
+    assert [w.name for w in health.Watchlist(tmp_path).update(CountingClient({"memcached": container}), entries,
+                                                             {40: (1, "S", 0)})] == ["memcached"]
 
 
 # -- restart policy ------------------------------------------------------------------
@@ -291,7 +303,7 @@ def test_minion_opts_come_from_settings(tmp_path):
     assert beacon == {"interval": 1, "check_interval": 2, "retry_interval": 1, "threshold": 3, "probe": 1,
                       "pressure_limit": 0.2, "slow_factor": 3, "stall_window": 10, "prefix": "kst-",
                       "remind": 10, "remind_max": 600,
-                      "status_file": str(tmp_path / "health" / "status.json")}
+                      "status_file": str(tmp_path / "health" / "status.json"), "state_dir": str(tmp_path)}
     assert health.validate_beacon_config(opts["beacons"]["kolla_health"])[0]
     assert opts["kolla_health"]["restart_cap"] == 5 and opts["kolla_health"]["prefix"] == "kst-"
     assert opts["master_type"] == "disable" and opts["engines"] == [{"reactor": {}}]
@@ -455,12 +467,15 @@ def test_a_pass_of_dockers_own_check_counts_for_a_passing_container_only():
     assert tracker.due(watched, since_last=6.5, since_docker_pass=10.0 + health.DOCKER_GRACE)
     assert tracker.due(watched, since_last=6.0, since_docker_pass=math.inf)   # Docker's last check failed
     assert tracker.due(watched, since_last=6.0, since_docker_pass=2.0, stopped=True)
+    # a check in it just failed (Docker's event): checked at once, not at the next interval
+    assert tracker.due(watched, since_last=1.0, since_docker_pass=2.0, check_failed=True)
     observe_all(tracker, [(FAIL, health.Evidence())], start=T0 + 10)
     assert tracker.due(watched, since_last=1.0, since_docker_pass=0.5)      # failing: its own checks
     # Reported slow: its own checks at the normal pace, so that its recovery is seen.
     observe_all(tracker, [(timed_out(), health.Evidence(ticks_before=1, ticks=5, **LOADED))] * 3, start=T0 + 20)
     assert tracker.snapshot()["memcached"]["status"] == "slow"
     assert tracker.due(watched, since_last=5.0, since_docker_pass=0.5)
+    assert not tracker.due(watched, since_last=1.0, check_failed=True)    # slow: no sooner for a failure
 
 
 def test_dockers_latest_check_counts_if_it_passed_in_time_after_the_last_start():
