@@ -174,24 +174,35 @@ def run_load(probes, users, seconds):
     """`users` users spread over the probes (the first ones get one more when they do
     not divide), each asking again as soon as it has its answer (a closed loop: more
     users than the APIs serve at once queue, they are not dropped), for `seconds` (at
-    most 100 calls a second per user). {name: figures} per probe: users, sent, failed,
-    answers per second, p50 and p99 latency (s), the first failures."""
+    most 100 calls a second per user). {name: figures} per probe: see `load`."""
+    with load(probes, users, most_seconds=seconds) as figures:
+        time.sleep(seconds)
+    return figures
+
+
+@contextlib.contextmanager
+def load(probes, users, every=0.01, most_seconds=1800):
+    """The load of `users` users spread over the probes while the block runs, each
+    asking every `every` s (or as soon as it has its answer, when that takes longer),
+    at most `most_seconds` long. Yields {name: figures}, filled when the block ends:
+    users, sent, failed, answers per second, p50 and p99 latency (s), the first
+    failures."""
     share, extra = divmod(users, len(probes))
-    probers = {name: [Prober(probe, 0.01, limit=int(seconds * 100) + 1) for _ in range(share + (i < extra))]
+    probers = {name: [Prober(probe, every, limit=int(most_seconds / every) + 1) for _ in range(share + (i < extra))]
                for i, (name, probe) in enumerate(probes.items())}
     everyone = [prober for group in probers.values() for prober in group]
     for prober in everyone:
         prober.start()
     began = time.monotonic()
+    figures = {}
     try:
-        time.sleep(seconds)
+        yield figures
     finally:
         for prober in everyone:
             prober.stop_flag.set()
         for prober in everyone:
             prober.join()
     lasted = time.monotonic() - began
-    figures = {}
     for name, group in probers.items():
         latencies = [t for prober in group for t in prober.latencies]
         figures[name] = {"users": len(group), "sent": sum(p.calls for p in group),
@@ -199,7 +210,6 @@ def run_load(probes, users, seconds):
                          "rate": round(len(latencies) / lasted, 1),
                          "p50": round(percentile(latencies, 0.5), 3), "p99": round(percentile(latencies, 0.99), 3),
                          "failures": [f for p in group for f in p.failures][:3]}
-    return figures
 
 
 def capacity(step, first, most, growth=1.10):
