@@ -70,7 +70,8 @@ def measured(probes, settings, users, label, every=0.01):
     print(f"{label}: {total:6.1f} answers/s, "
           f"{sum(f['failed'] for f in figures.values())} of {sum(f['sent'] for f in figures.values())} failed, "
           f"servers marked down {sum(watch.marked_down.values())}, "
-          f"fewest servers up {min(watch.fewest.values(), default=0)}", flush=True)
+          f"fewest servers up {min(watch.fewest.values(), default=0)}"
+          + "".join(f" ({name}: none up a moment)" for name, up in sorted(watch.fewest.items()) if up == 0), flush=True)
     for name, f in figures.items():
         print(f"      {name:10s} {f['users']:3d} users {f['sent']:5d} sent {f['failed']:4d} failed {f['rate']:6.1f}/s "
               f"p50 {f['p50']:.3f} s p99 {f['p99']:.3f} s{'  ' + str(f['failures'][:1]) if f['failures'] else ''}")
