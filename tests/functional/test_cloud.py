@@ -904,12 +904,22 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
         assert release in (None, NEXT), (container.name, release)
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
 
-    # The new nova-compute told placement about its host (traits the new scheduler asks
+    # The new nova-compute tells placement about its host (traits the new scheduler asks
     # for, OWNER_NOVA) in its start's first resource update, which its check waits for
-    # (kolla_check compute): a server boots as soon as the upgrade returns.
-    began = time.monotonic()
-    on_next = boot_server(env.openstack, "kst-", name="on-next")
-    print(f"a server booted on {NEXT} right after the upgrade: ACTIVE in {time.monotonic() - began:.0f} s")
+    # (kolla_check compute) unless its start was slow: a control service reloaded while
+    # that update runs loses its answer, and it comes again at the next periodic task
+    # (a minute): until then no host is offered (docs/design.md, nova's upgrade).
+    began, attempts = time.monotonic(), 0
+    while True:
+        attempts += 1
+        try:
+            on_next = boot_server(env.openstack, "kst-", name="on-next")
+            break
+        except AssertionError:   # no valid host yet: the server is in ERROR
+            env.openstack("server", "delete", "--wait", "kst-on-next", values=False)
+            assert time.monotonic() - began < 180, "no server booted within 3 minutes of the upgrade"
+            time.sleep(10)
+    print(f"a server booted on {NEXT} {time.monotonic() - began:.0f} s after the upgrade ({attempts} attempts)")
     assert on_next["status"] == "ACTIVE", on_next
     wait_for("boot message on NEXT", lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack,
                                                                                             on_next["id"]), 180)
