@@ -91,8 +91,9 @@ def next_release(current):
     return next((name for name in later if load_releases()[name].get("cloud")), None)
 
 
-def changes(config_dir, settings):
-    """[(what, kolla-salt arguments, [(override file, text to write or None to remove it)])]."""
+def changes(config_dir, upgrade_to):
+    """[(what, kolla-salt arguments, [(override file, text to write or None to remove it)])];
+    the last one upgrades to `upgrade_to` unless it is None."""
     keystone = Path(config_dir) / "config" / "keystone" / "keystone.conf"
     nova = Path(config_dir) / "config" / "nova" / "nova.conf"
     steps = [("keystone's swap (a keystone.conf override)", ["reconfigure", "--services", "keystone"],
@@ -100,16 +101,17 @@ def changes(config_dir, settings):
              ("nova's containers (a nova.conf override)", ["reconfigure", "--services", "nova"],
               [(nova, "[api]\nmax_limit = 999\n")]),
              ("the whole cloud (both overrides removed)", ["reconfigure"], [(keystone, None), (nova, None)])]
-    upgrade_to = next_release(settings["openstack_release"])
     if upgrade_to:
-        print(f"[saturation] building {upgrade_to}'s images where missing", flush=True)
-        kolla(config_dir, "build", "--release", upgrade_to)
         steps.append((f"the whole cloud upgraded to {upgrade_to}", ["upgrade", "--release", upgrade_to], []))
     return steps
 
 
 def run_changes(config_dir, settings, probes, users, every):
-    for what, args, overrides in changes(config_dir, settings):
+    upgrade_to = next_release(settings["openstack_release"])
+    if upgrade_to:
+        print(f"[saturation] building {upgrade_to}'s images where missing", flush=True)
+        kolla(config_dir, "build", "--release", upgrade_to)
+    for what, args, overrides in changes(config_dir, upgrade_to):
         for path, text in overrides:
             if text is None:
                 path.unlink(missing_ok=True)

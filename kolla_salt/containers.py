@@ -87,13 +87,6 @@ def current_entries(client, prefix=""):
             yield name, entry
 
 
-def managed_containers(client, prefix="", running_only=False):
-    """The managed containers of one deployment (kolla.name starts with `prefix`),
-    current and kept-aside generations."""
-    return [c for c in client.containers.list(all=not running_only, filters={"label": LABEL_NAME})
-            if c.labels[LABEL_NAME].startswith(prefix)]
-
-
 def passes_check(container, spec):
     """Whether the container runs and passes its check right now (False while it is
     being restarted)."""
@@ -692,11 +685,17 @@ class ContainerManager:
             self.out(f"removed image {image_id[7:19]} (untagged, no generation left uses it)")
 
     # -- removal -------------------------------------------------------------------------
-    def deployment_containers(self, prefix="", running_only=False):
+    def deployment_containers(self, prefix="", running_only=False, outside_sets=None):
         """This deployment's containers, current and kept generations: those its own
-        history records (another deployment on the engine, a test's, is not ours)."""
-        return [c for c in managed_containers(self.client, prefix, running_only)
-                if self.history(c.labels[LABEL_NAME]).file.exists()]
+        history records (another deployment on the engine, a test's, is not ours);
+        with `outside_sets`, only those whose set is not among them. Read from one listing:
+        only ours are inspected (every deploy asks for the undeclared ones)."""
+        found = []
+        for entry in self.client.api.containers(all=not running_only, filters={"label": LABEL_NAME}):
+            name, set_path = entry["Labels"][LABEL_NAME], entry["Labels"].get(LABEL_SET)
+            if name.startswith(prefix) and (outside_sets is None or set_path not in outside_sets) and self.history(name).file.exists():
+                found.append(self.client.containers.get(entry["Id"]))
+        return found
 
     def stop(self, prefix="", services=()):
         """Stops this deployment's running containers (all, or those of `services`);
@@ -710,12 +709,8 @@ class ContainerManager:
 
     def undeclared(self, declared_sets, prefix=""):
         """This deployment's containers whose set is not among `declared_sets`: a
-        service disabled, or no longer for this host. Read from one listing: each
-        container is inspected only when it is one (every deploy asks)."""
-        return [self.client.containers.get(entry["Id"])
-                for entry in self.client.api.containers(all=True, filters={"label": LABEL_NAME})
-                if entry["Labels"][LABEL_NAME].startswith(prefix) and entry["Labels"].get(LABEL_SET) not in declared_sets
-                and self.history(entry["Labels"][LABEL_NAME]).file.exists()]
+        service disabled, or no longer for this host."""
+        return self.deployment_containers(prefix, outside_sets=declared_sets)
 
     def remove(self, container):
         """Removes a managed container, never its volumes; when it is the current

@@ -608,12 +608,11 @@ class BeaconState:
     events: ContainerEvents = field(default_factory=ContainerEvents)
 
 
-def beacon_pass(client, state, prefix="", status_file=None, state_dir=None, proc="/proc"):
+def beacon_pass(client, state, prefix="", status_file=None, proc="/proc"):
     """One beacon run: collect the checks that are over, start those that are
     due, return the events to fire as Salt beacon dicts ({'tag': suffix, ...data});
     write what it knows of every container to `status_file` when that changed."""
     tracker, runner, watchlist = state.tracker, state.runner, state.watchlist
-    watchlist.state_dir = state_dir
     if state.events.due(client, time.monotonic()):
         watchlist.entries = dict(current_entries(client, prefix))
     entries = watchlist.entries
@@ -707,6 +706,7 @@ def validate_beacon_config(config):
 def configure(state, conf):
     """Applies a merged beacon config to a BeaconState; a key it leaves out keeps the default."""
     tracker, runner = state.tracker, state.runner
+    state.watchlist.state_dir = conf.get("state_dir")
     for key, attr in (("threshold", "threshold"), ("remind", "remind"), ("remind_max", "remind_max"),
                       ("check_interval", "interval"), ("retry_interval", "retry_interval"),
                       ("pressure_limit", "pressure_limit"), ("slow_factor", "slow_factor"),

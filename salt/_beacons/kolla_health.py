@@ -68,5 +68,4 @@ def beacon(config):
     key = conf.get("_beacon_name", __virtualname__)
     state = _STATES.setdefault(key, health.BeaconState())
     health.configure(state, conf)
-    return health.beacon_pass(_client(), state, prefix=conf.get("prefix", ""), status_file=conf.get("status_file"),
-                              state_dir=conf.get("state_dir"))
+    return health.beacon_pass(_client(), state, prefix=conf.get("prefix", ""), status_file=conf.get("status_file"))
