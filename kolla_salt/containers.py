@@ -502,21 +502,31 @@ class ContainerManager:
         self.journal(name).end()
 
     def _reload(self, names):
-        """SIGHUP to each of `names` that runs on this engine. An API behind haproxy
-        among them (uwsgi loads its app again) is waited for until it passes its check
-        and haproxy sends it requests: a command that returned meanwhile would hand
-        its clients an API that is not there yet."""
-        reloaded = []
+        """Each of `names` that runs on this engine starts its service's processes
+        again, which work out their start-time decisions anew. One behind haproxy is
+        replaced by a new generation alike, blue/green: a reload in place (uwsgi's
+        SIGHUP) leaves its API without a worker while the app loads again, and its
+        clients wait or fail meanwhile. Any other gets SIGHUP."""
         for name in names:
             container = self.get(name)
-            if container is not None and container.status == "running":
+            if container is None or container.status != "running":
+                continue
+            if self._listening(container):
+                self._replace_alike(name)
+            else:
                 container.kill(signal="SIGHUP")
                 self.out(f"{name}: reloaded (SIGHUP)")
-                reloaded.append(container)
-        for container in reloaded:
-            if self._listening(container):
-                self.wait_healthy(container, _labelled_spec(container), just_started=False)
-                self._take_traffic(container)
+
+    def _replace_alike(self, name):
+        """A new generation of `name` made from the one running (its image, spec and
+        config snapshot), swapped in the way its spec says."""
+        with self.journal(name).held():
+            self.recover(name)
+            current = self.get(name)
+            record = self.history(name).get(int(current.labels.get(LABEL_GENERATION, 0)))
+            generation = self._next_generation(name)
+            self.out(f"{name}: restarting as generation {generation} (the same image and config)")
+            self._swap(self._target_from_record(name, record), generation)
 
     def _recheck(self, replaced, names):
         """Waits until each of `names` that runs on this engine passes its check again:
@@ -729,7 +739,15 @@ class ContainerManager:
         if current is None:
             raise KollaError(f"rollback: no container named {name}")
         generation = int(current.labels.get(LABEL_GENERATION, 0))
-        record = self.history(name).last_good_before(generation)
+        history = self.history(name)
+        running = history.get(generation)
+
+        def identity(record):   # a generation alike (a restart: _replace_alike) is no way back
+            return (record["image_id"], record["config_hash"],
+                    ContainerSpec.from_dict(record["spec"], where=f"history of {name}").spec_hash())
+
+        record = history.last_good_before(
+            generation, skip=lambda r: running is not None and identity(r) == identity(running))
         if record is None:
             raise NoEarlierGeneration(f"rollback: {name} has no earlier healthy generation to return to "
                                       f"(current generation {generation})")

@@ -96,9 +96,10 @@ class History:
     def get(self, generation):
         return next((r for r in self.records() if r["generation"] == generation), None)
 
-    def last_good_before(self, generation):
-        """The newest generation older than `generation` that ran healthy."""
-        good = [r for r in self.records() if r["generation"] < generation and r["outcome"] in GOOD]
+    def last_good_before(self, generation, skip=lambda record: False):
+        """The newest generation older than `generation` that ran healthy (and is not
+        one `skip` says to pass over)."""
+        good = [r for r in self.records() if r["generation"] < generation and r["outcome"] in GOOD and not skip(r)]
         return good[-1] if good else None
 
     # -- config snapshots --------------------------------------------------------

@@ -111,10 +111,11 @@ class ContainerSpec:
     # what the container made outside itself that would outlive it (libvirt's guests,
     # Open vSwitch's bridge devices).
     on_destroy: tuple = ()
-    # Containers on this engine sent SIGHUP once a new generation of this one serves
-    # (an upgrade, a rollback): they hold something they worked out from it once and
-    # must work out again (nova's control services: the RPC version of the oldest
-    # nova-compute, [upgrade_levels] compute = auto).
+    # Containers on this engine whose processes start again once a new generation of
+    # this one serves (an upgrade, a rollback): they hold something they worked out
+    # from it once and must work out again (nova's control services: the RPC version
+    # of the oldest nova-compute, [upgrade_levels] compute = auto). SIGHUP, or behind
+    # haproxy a new generation alike, blue/green (ContainerManager._reload).
     reloads: tuple = ()
     # Containers on this engine that lose their connection to this one when it is
     # replaced and make it again on their own: a swap of this one is complete once

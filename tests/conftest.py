@@ -244,12 +244,20 @@ class EngineEvents:
 
 def while_running(env, command, count):
     """Runs kolla-salt `command` while sampling `count()` (while_sampling): (the
-    command's output, the longest time without an increase)."""
-    proc, longest = while_sampling(
-        lambda: subprocess.run([KOLLA, "--config-dir", str(env.config_dir), *command], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True), count)
-    assert proc.returncode == 0, proc.stdout
-    return proc.stdout, longest
+    command's output, the longest time without an increase). Each line is printed as
+    it comes, stamped with time.monotonic() (the clock of probes.Prober's failures):
+    a failed test's output shows what the command was doing when a request failed."""
+    def run():
+        proc = subprocess.Popen([KOLLA, "--config-dir", str(env.config_dir), *command], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            print(f"[{time.monotonic():.1f}] {line}", end="")
+        return proc.wait(), "".join(lines)
+    (returncode, out), longest = while_sampling(run, count)
+    assert returncode == 0, out
+    return out, longest
 
 
 # Every container and volume the tests make starts with one of these (health_helpers: kshealth).

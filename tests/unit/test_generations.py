@@ -12,6 +12,7 @@ def test_generations_grow_and_last_good_skips_failed(tmp_path):
     assert history.last_generation() == 3
     assert history.last_good_before(3)["image"] == "ks:1"
     assert history.last_good_before(1) is None
+    assert history.last_good_before(3, skip=lambda record: record["spec"]["image"] == "ks:1") is None
     assert (history.file.stat().st_mode & 0o777) == 0o600
 
 
