@@ -15,6 +15,7 @@ import yaml
 from . import healthloop, paths, safeyaml
 from .errors import KollaError, NoEarlierGeneration, ValidationError
 from .build import from_registry
+from .private import write_private
 from .inventory import in_set, service_specs
 
 EXIT_INVALID = 2
@@ -67,10 +68,7 @@ def cmd_genpwd(args):
     for key in added:
         current[key] = random_secrets.token_urlsafe(24)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        yaml.safe_dump(current, f, default_flow_style=False)
-    os.chmod(path, 0o600)
+    write_private(path, yaml.safe_dump(current, default_flow_style=False))
     print(f"{path}: {len(added)} password(s) generated, {len(current) - len(added)} kept (mode 0600)")
     _make_key_repositories(args.config_dir)
 
@@ -874,6 +872,38 @@ def cmd_mariadb_recovery(args):
     return 0 if failed == 0 else 1
 
 
+def cmd_init_runonce(args):
+    """What the deployed cloud needs before its first server (kolla_salt.runonce)."""
+    import ipaddress
+    from .build import Builder, image_ref
+    from .runonce import init_runonce, openstack
+    problems = []
+    try:
+        ipaddress.ip_network(args.cidr)
+    except ValueError as error:
+        problems.append(f"--cidr: {error}")
+    public_key = None
+    if args.public_key:
+        try:
+            public_key = Path(args.public_key).read_text()
+        except OSError as error:
+            problems.append(f"--public-key: {args.public_key}: {error.strerror}")
+    clouds = Path(args.config_dir) / "clouds.yaml"
+    if not clouds.is_file():
+        problems.append(f"{clouds}: missing; `kolla-salt deploy` writes it once keystone serves")
+    if problems:
+        raise ValidationError(problems)
+    settings, client = _settings(args), _client()
+    image = image_ref(settings, "guest")
+    print(f"[init-runonce] the guest's image {image} (built if it is not)", flush=True)
+    Builder(client, settings, out=lambda m: print(m, flush=True)).build(["guest"])
+    line = init_runonce(lambda *a, values=True: openstack(args.config_dir, *a, values=values), client, image,
+                        args.prefix, args.cidr, public_key, Path(args.config_dir) / f"{args.prefix}key.pem",
+                        out=lambda m: print(m, flush=True))
+    print(f"Boot a server:  OS_CLIENT_CONFIG_FILE={clouds} "
+          f"{Path(sys.executable).parent / 'openstack'} --os-cloud kolla-admin {line.removeprefix('openstack ')}")
+
+
 def cmd_lab(args):
     """The lab of hosts on one machine (kolla_salt.lab)."""
     from .lab import Lab
@@ -967,6 +997,12 @@ def build_parser():
     p = add("destroy", cmd_destroy, "remove all managed containers (asks first; keeps volumes)")
     p.add_argument("--remove-volumes", action="store_true", help="also remove named volumes and their data")
     p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
+    p = add("init-runonce", cmd_init_runonce, "make the deployed cloud ready for its first server: the project's "
+            "guest image, a flavor, a network with a subnet and a router, a keypair (what exists is kept)")
+    p.add_argument("--prefix", default="demo-", help="the start of every name it gives (default demo-)")
+    p.add_argument("--cidr", default="10.0.0.0/24", help="the subnet's range (default 10.0.0.0/24)")
+    p.add_argument("--public-key", metavar="FILE", help="the keypair's public key (default: a new keypair, "
+                                                       "its private key in the operator folder as PREFIXkey.pem)")
     add("mariadb-recovery", cmd_mariadb_recovery, "after every Galera member stopped: bootstrap from the member "
         "with the highest committed position and rejoin the others one at a time (through a master)")
     p = add("lab", cmd_lab, "a lab of hosts on one machine: network namespaces with their own Docker "

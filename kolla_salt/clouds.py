@@ -1,9 +1,10 @@
 """Client files for the admin of a deployed cloud: clouds.yaml (cloud
 `kolla-admin`) and admin-openrc.sh, both 0600 beside globals.yml."""
-import os
 from pathlib import Path
 
 import yaml
+
+from .private import write_private
 
 CLOUD_NAME = "kolla-admin"
 
@@ -11,13 +12,6 @@ CLOUD_NAME = "kolla-admin"
 def keystone_url(settings):
     """Where clients reach keystone: haproxy's VIP, or the host's address without haproxy."""
     return f"http://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
-
-
-def _write_private(path, text):
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, 0o600)
 
 
 def write_client_files(config_dir, pillar):
@@ -28,10 +22,10 @@ def write_client_files(config_dir, pillar):
     clouds = {"clouds": {CLOUD_NAME: {"auth": auth, "region_name": settings["openstack_region_name"],
                                       "interface": "public", "identity_api_version": 3}}}
     clouds_path = Path(config_dir) / "clouds.yaml"
-    _write_private(clouds_path, yaml.safe_dump(clouds, default_flow_style=False))
+    write_private(clouds_path, yaml.safe_dump(clouds, default_flow_style=False))
     openrc = "".join(f"export OS_{key.upper()}='{value}'\n" for key, value in auth.items())
     openrc += (f"export OS_REGION_NAME='{settings['openstack_region_name']}'\n"
                "export OS_IDENTITY_API_VERSION=3\nexport OS_INTERFACE=public\n")
     openrc_path = Path(config_dir) / "admin-openrc.sh"
-    _write_private(openrc_path, openrc)
+    write_private(openrc_path, openrc)
     return [clouds_path, openrc_path]

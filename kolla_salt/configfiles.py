@@ -5,6 +5,8 @@ Reports which files changed by name only: their contents hold secrets.
 import os
 from pathlib import Path
 
+from .private import write_private
+
 
 def plan_folder(folder, files):
     """{'added'|'changed'|'removed': [names]} that writing `files` into `folder` would do."""
@@ -31,11 +33,7 @@ def write_folder(folder, files):
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(folder, 0o700)
     for name in changes.get("added", []) + changes.get("changed", []):
-        tmp = folder / f".{name}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(files[name])
-        os.replace(tmp, folder / name)
+        write_private(folder / name, files[name])
     for name in changes.get("removed", []):
         (folder / name).unlink()
     return changes

@@ -7,10 +7,11 @@ generation was started with, so a rollback restores image, spec *and* config.
 Files are 0600 and folders 0700: specs hold environment values.
 """
 import json
-import os
 import shutil
 import time
 from pathlib import Path
+
+from .private import write_private
 
 # Outcomes of a generation. At most one generation of a container is RUNNING.
 STARTING = "starting"    # created, not yet healthy (or a swap to it was interrupted)
@@ -40,11 +41,7 @@ class History:
 
     def _write(self, records):
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.file.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(records, f, indent=1, sort_keys=True)
-        os.replace(tmp, self.file)
+        write_private(self.file, json.dumps(records, indent=1, sort_keys=True))
 
     def last_generation(self):
         return max((r["generation"] for r in self.records()), default=0)

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import KollaError
+from .private import write_private
 
 STEPS = ("planned", "created", "retired", "healthy")
 
@@ -73,10 +74,4 @@ class SwapJournal:
 
     def _write(self, record):
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        tmp = self.file.with_suffix(".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.file)
+        write_private(self.file, json.dumps(record, sort_keys=True), durable=True)

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -24,12 +25,12 @@ import pytest
 import yaml
 
 from conftest import IMAGES, plug_test_host, qemu_pid, unplug_test_host, while_running, while_sampling
-from guest import boot_server, remove_guest, upload_guest, wait_for
+from guest import boot_server, remove_guest, wait_for
 from guest import console_log as guest_console_log
 from salt_master import master_and_minion
 import tempest
 
-from kolla_salt.inventory import default_settings, load_settings, load_tree, release_tag
+from kolla_salt.inventory import default_settings, load_settings, load_tree
 from kolla_salt.spec import declared_spec
 
 pytestmark = [pytest.mark.functional, pytest.mark.cloud]
@@ -652,13 +653,14 @@ def test_a_nova_compute_whose_start_failed_is_unhealthy_and_serves_again_once_li
 @pytest.fixture(scope="module")
 def server(cloud, docker_client, tmp_path_factory):
     """A server of the project's own guest (Debian's kernel and a busybox initramfs,
-    `kolla-salt build guest`, uploaded to glance as kernel, ramdisk and a disk image
-    naming them) on the network kst-servers, and a test host (namespace PROBER) on the
-    same network through a neutron port of its own, plugged into the integration bridge."""
+    uploaded to glance as kernel, ramdisk and a disk image naming them) on the network
+    kst-servers, all made by `kolla-salt init-runonce` as a newcomer would (its
+    output: init_runonce below), and a test host (namespace PROBER) on the same network
+    through a neutron port of its own, plugged into the integration bridge."""
     env = cloud
     try:
-        public_key = upload_guest(env.openstack, docker_client, f"{IMAGES}/guest:{release_tag(default_settings())}",
-                                  tmp_path_factory.mktemp("guest"), "kst-")
+        made = env.run("init-runonce", "--prefix", "kst-", "--cidr", "198.18.21.0/24").stdout
+        public_key = env.openstack("keypair", "show", "--public-key", "kst-key", values=False).strip()
         assert public_key.startswith("ssh-"), public_key   # a real key: the guest must say this one
         # User data beside the keypair: the guest reads both from its config drive (nova's metadata).
         user_data = tmp_path_factory.mktemp("user-data") / "user-data"
@@ -674,7 +676,8 @@ def server(cloud, docker_client, tmp_path_factory):
              f"external_ids:iface-id={prober['id']}"])
         assert plug.exit_code == 0, plug.output.decode()
         yield {"id": shown["id"], "started": started, "instance": shown["OS-EXT-SRV-ATTR:instance_name"],
-               "address": shown["addresses"]["kst-servers"][0], "prober": prober["id"], "public_key": public_key}
+               "address": shown["addresses"]["kst-servers"][0], "prober": prober["id"], "public_key": public_key,
+               "init_runonce": made}
     finally:
         unplug_test_host(PROBER)
         remove_guest(env.openstack, "kst-")
@@ -715,6 +718,35 @@ def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_net
                                                             "status").strip() == "ACTIVE", 60)
     wait_for("answer to ping", lambda: answers_ping(server), 30)
     assert server["instance"] in virsh_list(docker_client, env)
+
+
+def test_init_runonce_makes_what_a_first_server_needs_once_and_the_line_it_prints_boots_one(cloud, server):
+    """The newcomer's path after `make deploy`: `kolla-salt init-runonce` (the server
+    fixture's run) made the guest's images, a flavor, a network with its subnet and a
+    router, and a keypair whose private key it kept 0600 in the operator folder; run
+    again it makes nothing; the `openstack server create` line it prints, pasted into
+    a shell, boots a server. A bad --cidr is refused before anything is made."""
+    env = cloud
+    first = server["init_runonce"]
+    for made in ("image kst-kernel", "image kst-ramdisk", "image kst-guest", "flavor kst-small",
+                 "network kst-servers", "subnet kst-servers (198.18.21.0/24)", "router kst-router",
+                 "keypair kst-key"):
+        assert f"[init-runonce] {made}" in first and f"{made}: there already" not in first, first
+    key = env.config_dir / "kst-key.pem"
+    assert stat.S_IMODE(key.stat().st_mode) == 0o600 and "PRIVATE KEY" in key.read_text()
+    assert "PRIVATE KEY" not in first
+    again = env.run("init-runonce", "--prefix", "kst-", "--cidr", "198.18.21.0/24").stdout
+    assert "created" not in again and again.count(": there already") == 6, again
+    line = again.split("Boot a server:", 1)[1].strip()
+    try:
+        booted = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=300)
+        assert booted.returncode == 0, booted.stderr
+        assert env.openstack("server", "show", "kst-server1", "-c", "status").strip() == "ACTIVE"
+    finally:
+        env.openstack("server", "delete", "--wait", "kst-server1", values=False)
+    refused = env.run("init-runonce", "--prefix", "kst-bad-", "--cidr", "198.18.300.0/24", check=False)
+    assert refused.returncode == 2 and "--cidr" in refused.stderr, refused.stderr
+    assert "kst-bad-small" not in env.openstack("flavor", "list", "-c", "Name")
 
 
 def websocket_first_message(host, port, path):

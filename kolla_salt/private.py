@@ -1,0 +1,21 @@
+"""Files only their owner reads (passwords, rendered configs, client files, state
+records): written whole, as a temporary file beside them renamed over, so that a
+reader or a process killed half way never sees part of one, and mode 0600 from
+their first byte."""
+import os
+from pathlib import Path
+
+
+def write_private(path, text, durable=False):
+    """Writes `text` to `path` (mode 0600); `durable`: on disk before the rename (a
+    journal that must outlive a power cut)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.chmod(tmp, 0o600)   # an old temporary file left with another mode
+    os.replace(tmp, path)
