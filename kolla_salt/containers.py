@@ -26,6 +26,7 @@ from . import generations
 from .balancer import REQUEST_TIMEOUT, Balancers, Runtime, seconds, server_name
 from .build import from_registry, image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError, NoEarlierGeneration
+from .private import redact
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_LISTEN_PORT, LABEL_NAME,
                    LABEL_RELEASE, LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash,
                    declared_spec, diff)
@@ -140,12 +141,6 @@ def _await_stop_in_flight(container):
     while container.status == "running" and time.monotonic() < deadline:
         time.sleep(0.2)
         container.reload()
-
-
-def redact(text, secrets):
-    for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
-        text = text.replace(secret, "********")
-    return text
 
 
 @dataclass

@@ -1,7 +1,8 @@
-"""Files only their owner reads (passwords, rendered configs, client files, state
-records): written whole, as a temporary file beside them renamed over, so that a
-reader or a process killed half way never sees part of one, and mode 0600 from
-their first byte."""
+"""What only its owner may see. Files (passwords, rendered configs, client files,
+state records) are written whole, as a temporary file beside them renamed over, so
+that a reader or a process killed half way never sees part of one, and mode 0600
+from their first byte; text for output (a command's, a container's log) has the
+secrets it holds blanked out."""
 import os
 from pathlib import Path
 
@@ -19,3 +20,11 @@ def write_private(path, text, durable=False):
             os.fsync(f.fileno())
     os.chmod(tmp, 0o600)   # an old temporary file left with another mode
     os.replace(tmp, path)
+
+
+def redact(text, secrets):
+    """`text` with each of `secrets` (4 characters and more; the longest first, so that
+    one holding another goes whole) replaced by asterisks."""
+    for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
+        text = text.replace(secret, "********")
+    return text

@@ -11,7 +11,7 @@ from pathlib import Path
 import yaml
 
 from . import paths
-from .containers import redact
+from .private import redact
 
 LOG_DIR = Path("/var/log/kolla-salt")
 

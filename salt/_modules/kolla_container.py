@@ -173,7 +173,7 @@ def status():
 def logs(name, tail=None):
     """A container's stdout/stderr (the last `tail` lines), passwords redacted; None
     when no container has that name (with or without container_name_prefix)."""
-    from kolla_salt.containers import redact
+    from kolla_salt.private import redact
     manager = _manager()
     prefix = __pillar__["kolla"]["settings"]["container_name_prefix"]
     container = manager.get(name) or manager.get(prefix + name)

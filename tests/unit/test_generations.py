@@ -1,5 +1,6 @@
 from kolla_salt import generations
-from kolla_salt.containers import capabilities_missing_from_bounding_set, redact
+from kolla_salt.containers import capabilities_missing_from_bounding_set
+from kolla_salt.private import redact
 
 
 def test_generations_grow_and_last_good_skips_failed(tmp_path):
