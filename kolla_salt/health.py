@@ -14,17 +14,18 @@ forever. The loop has two halves, both here so they are testable without Salt:
   exec` costs about 35 ms of CPU before the check even starts. Beside each
   check the pass records what the host shows (kolla_salt.hostsignals: process
   states, CPU time, PSI), and `judge` tells hung from slow from failed (the
-  rule: README "Health loop", docs/design.md). A `HealthTracker` turns verdicts into
-  events, only on change: `unhealthy` at once for a certain hang, after
-  `threshold` failures in a row otherwise (never for a stateful container:
-  `failing`), `slow` when load explains the failures, `healthy` when a
-  reported container passes again; so the event bus carries changes, not a
-  stream of samples (reactor storms are the classic failure of beacon+reactor
-  loops). Two exceptions, both bounded: a new incarnation of the container
-  (it was restarted) that fails again is news; and while a reported container
-  stays unhealthy the report is repeated at doubling gaps (`remind`, capped
-  at `remind_max`), so that a restart put off by the backoff, or an event the
-  reactor dropped, is retried later.
+  rule: docs/operations.md "Health checks and the health loop",
+  docs/design.md). A `HealthTracker` turns verdicts into events, only on
+  change: `unhealthy` at once for a certain hang, after `threshold` failures
+  in a row otherwise (never for a stateful container: `failing`), `slow` when
+  load explains the failures, `healthy` when a reported container passes
+  again; so the event bus carries changes, not a stream of samples (reactor
+  storms are the classic failure of beacon+reactor loops). Two exceptions,
+  both bounded: a new incarnation of the container (it was restarted) that
+  fails again is news; and while a reported container stays unhealthy the
+  report is repeated at doubling gaps (`remind`, capped at `remind_max`), so
+  that a restart put off by the backoff, or an event the reactor dropped, is
+  retried later.
 
 * Acting (used by the `kolla_health.restart` execution module the reactor
   calls): `RestartPolicy` allows at most `cap` restarts of one container per
@@ -382,7 +383,8 @@ def _collect(client, exec_id, box, duration):
 # -- telling hung from slow ---------------------------------------------------------
 
 def judge(result, evidence, usual, pressure_limit):
-    """The verdict on one check (the rule: README "Health loop", docs/design.md):
+    """The verdict on one check (the rule: docs/operations.md "Health checks and the
+    health loop", docs/design.md):
 
     ok      it passed
     hung    it failed, or ran past the probe time, while a service process was
