@@ -735,17 +735,18 @@ class ContainerManager:
             raise KollaError(f"rollback: no container named {name}")
         generation = int(current.labels.get(LABEL_GENERATION, 0))
         history = self.history(name)
-        running = history.get(generation)
+        current_record = history.get(generation)
 
         def identity(record):   # a generation alike (a restart: _replace_alike) is no way back
             return (record["image_id"], record["config_hash"],
                     ContainerSpec.from_dict(record["spec"], where=f"history of {name}").spec_hash())
 
         record = history.last_good_before(
-            generation, skip=lambda r: running is not None and identity(r) == identity(running))
+            generation, skip=lambda r: current_record is not None and identity(r) == identity(current_record))
         if record is None:
             raise NoEarlierGeneration(f"rollback: {name} has no earlier healthy generation to return to "
-                                      f"(current generation {generation})")
+                                      f"(current generation {generation}; one alike, with its image, spec and "
+                                      f"config, is none)")
         why = declared_spec(current.labels).get("forward_only")
         running, then = current.image.labels.get(LABEL_RELEASE), self._release_of(record["image_id"])
         if why and running and then and running != then:
