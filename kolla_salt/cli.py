@@ -876,7 +876,8 @@ def cmd_init_runonce(args):
     """What the deployed cloud needs before its first server (kolla_salt.runonce)."""
     import ipaddress
     from .build import Builder, image_ref
-    from .runonce import init_runonce, openstack
+    import shlex
+    from .runonce import client_command, init_runonce, openstack
     problems = []
     try:
         ipaddress.ip_network(args.cidr)
@@ -897,11 +898,12 @@ def cmd_init_runonce(args):
     image = image_ref(settings, "guest")
     print(f"[init-runonce] the guest's image {image} (built if it is not)", flush=True)
     Builder(client, settings, out=lambda m: print(m, flush=True)).build(["guest"])
-    line = init_runonce(lambda *a, values=True: openstack(args.config_dir, *a, values=values), client, image,
-                        args.prefix, args.cidr, public_key, Path(args.config_dir) / f"{args.prefix}key.pem",
-                        out=lambda m: print(m, flush=True))
-    print(f"Boot a server:  OS_CLIENT_CONFIG_FILE={clouds} "
-          f"{Path(sys.executable).parent / 'openstack'} --os-cloud kolla-admin {line.removeprefix('openstack ')}")
+    server_create = init_runonce(lambda *a, values=True: openstack(args.config_dir, *a, values=values), client,
+                                 image, args.prefix, args.cidr, public_key,
+                                 Path(args.config_dir) / f"{args.prefix}key.pem", out=lambda m: print(m, flush=True))
+    environment, argv = client_command(args.config_dir, *server_create)
+    print("Boot a server:  " + " ".join(f"{key}={shlex.quote(value)}" for key, value in environment.items()) + " "
+          + shlex.join(argv))
 
 
 def cmd_lab(args):

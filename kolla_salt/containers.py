@@ -143,6 +143,14 @@ def _await_stop_in_flight(container):
         container.reload()
 
 
+def _alike(record, other, where):
+    """Whether two history records are one generation run again: the same image, config
+    and spec (a rollback's target and what it makes; a restart by _replace_alike)."""
+    def identity(r):
+        return r["image_id"], r["config_hash"], ContainerSpec.from_dict(r["spec"], where=where).spec_hash()
+    return identity(record) == identity(other)
+
+
 @dataclass
 class Plan:
     """What ensure() will do (or did) to one container."""
@@ -244,10 +252,8 @@ class ContainerManager:
         where = f"history of {name} generation {record['generation']}"
         spec = ContainerSpec.from_dict(record["spec"], where=where)
         history = self.history(name)
-        same = [r for r in history.records() if r["image_id"] == record["image_id"]
-                and r["config_hash"] == record["config_hash"]
-                and ContainerSpec.from_dict(r["spec"], where=where).spec_hash() == spec.spec_hash()
-                and history.config_snapshot(r["generation"]).is_dir()]
+        same = [r for r in history.records()
+                if _alike(r, record, where) and history.config_snapshot(r["generation"]).is_dir()]
         if not same:
             raise KollaError(f"{name}: the config files of generation {record['generation']} are no longer kept "
                              f"under {history.root}")
@@ -515,13 +521,20 @@ class ContainerManager:
     def _replace_alike(self, name):
         """A new generation of `name` made from the one running (its image, spec and
         config snapshot), swapped in the way its spec says."""
+        self.out(f"{name}: restarting as a new generation alike (the same image, spec and config)")
+        self._swap_to_record(name, lambda: self.history(name).get(
+            int(self.get(name).labels.get(LABEL_GENERATION, 0))))
+
+    def _swap_to_record(self, name, find_record):
+        """Swaps `name` to a recorded generation as a new generation, under its swap lock
+        and once an interrupted swap is finished: (the record find_record() gave, the new
+        generation)."""
         with self.journal(name).held():
             self.recover(name)
-            current = self.get(name)
-            record = self.history(name).get(int(current.labels.get(LABEL_GENERATION, 0)))
-            generation = self._next_generation(name)
-            self.out(f"{name}: restarting as generation {generation} (the same image and config)")
-            self._swap(self._target_from_record(name, record), generation)
+            record = find_record()
+            new_generation = self._next_generation(name)
+            self._swap(self._target_from_record(name, record), new_generation)
+        return record, new_generation
 
     def _recheck(self, replaced, names):
         """Waits until each of `names` that runs on this engine passes its check again:
@@ -698,7 +711,8 @@ class ContainerManager:
         found = []
         for entry in self.client.api.containers(all=not running_only, filters={"label": LABEL_NAME}):
             name, set_path = entry["Labels"][LABEL_NAME], entry["Labels"].get(LABEL_SET)
-            if name.startswith(prefix) and (outside_sets is None or set_path not in outside_sets) and self.history(name).file.exists():
+            if (name.startswith(prefix) and (outside_sets is None or set_path not in outside_sets)
+                    and self.history(name).file.exists()):
                 found.append(self.client.containers.get(entry["Id"]))
         return found
 
@@ -735,22 +749,18 @@ class ContainerManager:
             raise KollaError(f"rollback: no container named {name}")
         generation = int(current.labels.get(LABEL_GENERATION, 0))
         history = self.history(name)
-        current_record = history.get(generation)
-
-        def identity(record):   # a generation alike (a restart: _replace_alike) is no way back
-            return (record["image_id"], record["config_hash"],
-                    ContainerSpec.from_dict(record["spec"], where=f"history of {name}").spec_hash())
-
+        running = history.get(generation)
+        # A generation alike the running one (a restart by _replace_alike) is no way back.
         record = history.last_good_before(
-            generation, skip=lambda r: current_record is not None and identity(r) == identity(current_record))
+            generation, skip=lambda r: running is not None and _alike(r, running, f"history of {name}"))
         if record is None:
             raise NoEarlierGeneration(f"rollback: {name} has no earlier healthy generation to return to "
                                       f"(current generation {generation}; one alike, with its image, spec and "
                                       f"config, is none)")
         why = declared_spec(current.labels).get("forward_only")
-        running, then = current.image.labels.get(LABEL_RELEASE), self._release_of(record["image_id"])
-        if why and running and then and running != then:
-            raise KollaError(f"rollback: {name} runs {running} and generation {record['generation']} ran {then}: "
+        release, then = current.image.labels.get(LABEL_RELEASE), self._release_of(record["image_id"])
+        if why and release and then and release != then:
+            raise KollaError(f"rollback: {name} runs {release} and generation {record['generation']} ran {then}: "
                              f"it cannot go back to an older release ({why}); kolla-salt cannot yet take the "
                              f"database back with it, so nothing was changed. Mend forward: fix, then "
                              f"`kolla-salt deploy` or `upgrade`")
@@ -766,11 +776,7 @@ class ContainerManager:
     def rollback(self, name):
         """Returns `name` to its last known good generation, as a new generation:
         (the generation returned to, the new generation)."""
-        with self.journal(name).held():
-            self.recover(name)
-            record = self.rollback_target(name)
-            new_generation = self._next_generation(name)
-            self._swap(self._target_from_record(name, record), new_generation)
+        record, new_generation = self._swap_to_record(name, lambda: self.rollback_target(name))
         return record["generation"], new_generation
 
     # -- one-shot jobs --------------------------------------------------------------------

@@ -23,14 +23,18 @@ from .errors import KollaError
 from .private import write_private
 
 
+def client_command(config_dir, *args):
+    """(environment, argv) of the real python-openstackclient (the one beside this
+    Python) running `args` as the admin of the cloud of `config_dir` (its clouds.yaml)."""
+    return ({"OS_CLIENT_CONFIG_FILE": str(Path(config_dir) / "clouds.yaml")},
+            [str(Path(sys.executable).parent / "openstack"), "--os-cloud", CLOUD_NAME, *args])
+
+
 def openstack(config_dir, *args, values=True):
-    """The real python-openstackclient (the one beside this Python) as the admin of
-    the cloud of `config_dir` (its clouds.yaml); `values`: ask for bare values (`-f
-    value`; commands that print nothing take no -f). Its error, if it fails."""
-    clouds = Path(config_dir) / "clouds.yaml"
-    proc = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", CLOUD_NAME,
-                           *args, *(["-f", "value"] if values else [])], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)})
+    """client_command's run; `values`: ask for bare values (`-f value`; commands that
+    print nothing take no -f). Its output, or its error if it fails."""
+    environment, argv = client_command(config_dir, *args, *(["-f", "value"] if values else []))
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={**os.environ, **environment})
     if proc.returncode:
         raise KollaError(f"openstack {' '.join(args[:2])}: {proc.stderr.strip()[-600:]}")
     return proc.stdout
@@ -64,8 +68,8 @@ def init_runonce(run, client, image, prefix, cidr, public_key=None, key_file=Non
     """Makes what is missing of names(`prefix`) in the cloud `run` (openstack with
     the cloud's config bound) reaches; `image`: the guest's Docker image; `cidr`: the
     subnet's range. The keypair takes `public_key` (its text), else a new one is made
-    and its private key written to `key_file`. Returns the `openstack server create`
-    line that boots a server of them."""
+    and its private key written to `key_file`. Returns the arguments of the `openstack
+    server create` that boots a server of them."""
     guest, kernel, ramdisk, small, servers, router, key = names(prefix).values()
 
     def missing(kind, name, *options):
@@ -118,5 +122,5 @@ def init_runonce(run, client, image, prefix, cidr, public_key=None, key_file=Non
         else:
             write_private(key_file, run("keypair", "create", key, values=False))
             made("keypair", f"{key} (its private key: {key_file}, mode 0600)")
-    return (f"openstack server create --image {guest} --flavor {small} --network {servers} --key-name {key} "
-            f"--wait {prefix}server1")
+    return ("server", "create", "--image", guest, "--flavor", small, "--network", servers, "--key-name", key,
+            "--wait", f"{prefix}server1")

@@ -732,6 +732,9 @@ def test_init_runonce_makes_what_a_first_server_needs_once_and_the_line_it_print
                  "network kst-servers", "subnet kst-servers (198.18.21.0/24)", "router kst-router",
                  "keypair kst-key"):
         assert f"[init-runonce] {made}" in first and f"{made}: there already" not in first, first
+    # The router is on the subnet (its port holds the subnet's gateway address).
+    assert env.openstack("port", "list", "--router", "kst-router", "--fixed-ip", "subnet=kst-servers", "-c",
+                         "Fixed IP Addresses").count("198.18.21.1'") == 1
     key = env.config_dir / "kst-key.pem"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and "PRIVATE KEY" in key.read_text()
     assert "PRIVATE KEY" not in first

@@ -35,8 +35,8 @@ def test_a_cloud_with_everything_gets_nothing_new_and_the_line_names_it():
     line = init_runonce(cloud, NoDocker(), "guest:tag", "demo-", "10.0.0.0/24", out=said.append)
     assert cloud.done == []
     assert len([s for s in said if s.endswith(": there already")]) == 6
-    assert line == ("openstack server create --image demo-guest --flavor demo-small --network demo-servers "
-                    "--key-name demo-key --wait demo-server1")
+    assert line == ("server", "create", "--image", "demo-guest", "--flavor", "demo-small", "--network", "demo-servers",
+                    "--key-name", "demo-key", "--wait", "demo-server1")
 
 
 def test_a_router_left_without_its_subnet_by_a_run_killed_half_way_gets_it(tmp_path):
