@@ -490,8 +490,25 @@ def cmd_upgrade(args):
         images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
                          for spec in service_specs(s)})
         Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
+    _backup_before_migrations(args, pillar, services)
     args.services = ",".join(names)
     return _deploy(args, pillar)
+
+
+def _backup_before_migrations(args, pillar, services):
+    """A release change migrates schemas forward, which no container rollback takes
+    back: the database is backed up first (when it runs on this host)."""
+    from .backup import releases_of
+    from .containers import ContainerManager
+    settings = pillar["kolla"]["settings"]
+    if not any(s["name"] == "mariadb" for s in pillar["kolla"]["services"]):
+        return
+    running = releases_of(ContainerManager.from_settings(settings, client=_client()).deployment_containers(
+        settings["container_name_prefix"], running_only=True))
+    changing = sorted({s["release"] for s in services for c in s["containers"]
+                       if running.get(c["spec"]["name"], s["release"]) != s["release"]})
+    if changing:
+        _backup(args, pillar, f"before the upgrade to {', '.join(changing)} (kolla-salt upgrade)")
 
 
 @contextlib.contextmanager
@@ -872,6 +889,106 @@ def cmd_mariadb_recovery(args):
     return 0 if failed == 0 else 1
 
 
+def _database_here(args, pillar):
+    """(the Backups of this deployment, its mariadb member container, the containers of
+    the services that write to the database in deploy order): on one host only."""
+    from .backup import Backups, backup_directory
+    from .galera import member
+    settings = pillar["kolla"]["settings"]
+    if settings.get("database_cluster"):
+        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on several hosts (a Galera cluster); "
+                               f"backups and restores of a cluster are not supported yet"])
+    mariadb = next((s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"), None)
+    if mariadb is None:
+        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb is not deployed on this host "
+                               f"(enable_mariadb, roles)"])
+    name = member(mariadb)["spec"]["name"]
+    container = next(iter(_client().containers.list(all=True, filters={"name": f"^{name}$"})), None)
+    if container is None:
+        raise KollaError(f"{name}: no such container; `kolla-salt deploy` makes it")
+    database = f"{settings['container_name_prefix']}mariadb"
+    # A service whose jobs fill the database volume keeps its data there (kolla_salt.inventory).
+    writers = [c["spec"]["name"] for s in pillar["kolla"]["services"]
+               if any(database in (job.get("fills") or ()) for job in s["jobs"] + s["post_jobs"])
+               for c in s["containers"]]
+    return Backups(backup_directory(settings)), container, writers
+
+
+def _backup(args, pillar, why):
+    """Takes a backup of this host's database; returns its manifest."""
+    from .backup import releases_of
+    from .containers import ContainerManager
+    from .inventory import load_passwords
+    backups, member, _ = _database_here(args, pillar)
+    settings = pillar["kolla"]["settings"]
+    manager = ContainerManager.from_settings(settings, client=_client())
+    releases = releases_of(manager.deployment_containers(settings["container_name_prefix"], running_only=True))
+    return backups.take(_client(), member, args.config_dir, releases, why,
+                        out=lambda m: print(f"[mariadb-backup] {m}", flush=True),
+                        secrets=load_passwords(args.config_dir).values())
+
+
+def cmd_mariadb_backup(args):
+    """A backup of the database (kolla_salt.backup), or the list of those kept."""
+    from .backup import Backups, backup_directory
+    if args.list:
+        backups = Backups(backup_directory(_settings(args)))
+        found = backups.list()
+        print(f"backups in {backups.directory}: {len(found)}")
+        for manifest in found:
+            print(f"{manifest['name']}\t{manifest['kind']}\t{manifest['archive']['bytes'] >> 20} MiB\t"
+                  f"{manifest['seconds']} s\t{', '.join(sorted(set(manifest['releases'].values()))) or '-'}\t"
+                  f"{manifest['why']}")
+        return 0
+    manifest = _backup(args, _validated_pillar(args), "asked (kolla-salt mariadb-backup)")
+    print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
+    return 0
+
+
+def cmd_mariadb_restore(args):
+    """Puts the database back as backup NAME holds it: checks first, takes a backup of
+    what it replaces, stops the services that write to the database, restores the
+    datadir, starts them again (docs/operations.md: "Database backups")."""
+    from .backup import releases_of, restore_datadir, restore_problems
+    from .containers import ContainerManager
+    from .inventory import load_passwords
+    pillar = _validated_pillar(args)
+    settings = pillar["kolla"]["settings"]
+    backups, member, writers = _database_here(args, pillar)
+    manifest = backups.find(args.backup)
+    manager = ContainerManager.from_settings(settings, load_passwords(args.config_dir).values(), client=_client(),
+                                             out=lambda m: print(f"[mariadb-restore] {m}", flush=True))
+    running = manager.deployment_containers(settings["container_name_prefix"], running_only=True)
+    problems = restore_problems(manifest, args.config_dir, releases_of(running), backups.directory / args.backup)
+    if problems:
+        raise ValidationError(problems)
+    writers = [name for name in writers if any(c.name == name for c in running)]
+    print(f"This puts back the database of {member.name} as backup {manifest['name']} holds it "
+          f"({manifest['taken']}, {manifest['why']}): everything written since is lost, though a backup of "
+          f"the data it replaces is taken first. Stopped meanwhile: {', '.join(writers) or 'nothing else'}.")
+    if not args.yes_i_really_mean_it:
+        try:
+            answer = input("Type 'yes' to go on: ").strip()
+        except EOFError:
+            answer = ""
+        if answer != "yes":
+            print("mariadb-restore: nothing done")
+            return 1
+    started = time.monotonic()
+    with healthloop.ledger(settings).paused_restarts():
+        before = _backup(args, pillar, f"before restoring {manifest['name']} (kolla-salt mariadb-restore)")
+        stopped = manager.stop_each(writers[::-1])
+        try:
+            manager.stop_each([member.name])
+            restore_datadir(_client(), member, backups.directory, manifest["name"],
+                            out=lambda m: print(f"[mariadb-restore] {m}", flush=True))
+        finally:   # the services come back in every case: the old data if the restore failed before it
+            manager.start_each([member.name] + stopped[::-1])
+    print(f"[mariadb-restore] the database holds backup {manifest['name']} again ({time.monotonic() - started:.0f} s); "
+          f"what it replaced is backup {before['name']}")
+    return 0
+
+
 def cmd_init_runonce(args):
     """What the deployed cloud needs before its first server (kolla_salt.runonce)."""
     import ipaddress
@@ -1005,6 +1122,13 @@ def build_parser():
     p.add_argument("--cidr", default="10.0.0.0/24", help="the subnet's range (default 10.0.0.0/24)")
     p.add_argument("--public-key", metavar="FILE", help="the keypair's public key (default: a new keypair, "
                                                        "its private key in the operator folder as PREFIXkey.pem)")
+    p = add("mariadb-backup", cmd_mariadb_backup, "back up this host's database with mariabackup while it serves "
+            "(kept in mariadb_backup_directory with a manifest and the secrets its data needs)")
+    p.add_argument("--list", action="store_true", help="list the backups kept, oldest first")
+    p = add("mariadb-restore", cmd_mariadb_restore, "put this host's database back as a backup holds it (asks first; "
+            "a backup of the data it replaces is taken first)")
+    p.add_argument("backup", metavar="BACKUP", help="the backup's name (`kolla-salt mariadb-backup --list`)")
+    p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
     add("mariadb-recovery", cmd_mariadb_recovery, "after every Galera member stopped: bootstrap from the member "
         "with the highest committed position and rejoin the others one at a time (through a master)")
     p = add("lab", cmd_lab, "a lab of hosts on one machine: network namespaces with their own Docker "

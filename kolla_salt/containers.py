@@ -719,12 +719,29 @@ class ContainerManager:
     def stop(self, prefix="", services=()):
         """Stops this deployment's running containers (all, or those of `services`);
         returns their names. `deploy` starts them again."""
+        return self.stop_each([c.name for c in self.deployment_containers(prefix, running_only=True)
+                               if not services or c.labels.get(LABEL_SET, "").rsplit("/", 1)[-1] in services])
+
+    def stop_each(self, names):
+        """Stops each running container of `names`, in that order, the way a swap stops
+        one (drained first); returns the names of those it stopped."""
         stopped = []
-        for container in self.deployment_containers(prefix, running_only=True):
-            if not services or container.labels.get(LABEL_SET, "").rsplit("/", 1)[-1] in services:
+        for name in names:
+            container = self.get(name)
+            if container is not None and container.status == "running":
+                self.out(f"{name}: stopping")
                 self._stop(container)
-                stopped.append(container.name)
+                stopped.append(name)
         return stopped
+
+    def start_each(self, names):
+        """Starts each container of `names`, in that order: healthy, and taking
+        haproxy's traffic, before the next."""
+        for name in names:
+            container = self.get(name)
+            self.out(f"{name}: starting")
+            self._start_and_wait(container, _labelled_spec(container))
+            self._take_traffic(container)
 
     def undeclared(self, declared_sets, prefix=""):
         """This deployment's containers whose set is not among `declared_sets`: a

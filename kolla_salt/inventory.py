@@ -159,6 +159,9 @@ def load_settings(config_dir, warnings=None):
                         f"{settings['kolla_install_type']} images; set kolla_install_type to "
                         f"{'source' if release.get('source') else 'binary'}")
     problems.extend(vip_problems(settings, globals_file))
+    if settings["mariadb_backup_directory"] and not os.path.isabs(settings["mariadb_backup_directory"]):
+        problems.append(f"{globals_file}: key 'mariadb_backup_directory' must be an absolute path, got "
+                        f"{settings['mariadb_backup_directory']!r}")
     if problems:
         raise ValidationError(problems)
     settings["release_versions"] = release.get("source", {})

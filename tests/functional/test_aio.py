@@ -1,5 +1,7 @@
 """The all-in-one control plane, used through the real python-openstackclient."""
 import io
+import json
+import shutil
 import stat
 import subprocess
 import sys
@@ -234,6 +236,78 @@ def test_rabbitmq_is_drained_before_an_upgrade_replaces_it(aio, docker_client):
     finally:
         aio.write_globals(rabbitmq_tag="")
         docker_client.images.remove(tag, force=True)   # the container keeps its image by id until destroy
+
+
+def table_checksums(docker_client, env, tables=("keystone.project", "keystone.user", "keystone.local_user",
+                                                 "keystone.assignment")):
+    """CHECKSUM TABLE of keystone's tables, as the database holds them now."""
+    done = docker_client.containers.get(env.name("mariadb")).exec_run(
+        ["mariadb", "--defaults-file=/etc/mysql/kolla-client.cnf", "-N", "-e", f"CHECKSUM TABLE {', '.join(tables)}"])
+    assert done.exit_code == 0, done.output
+    return done.output.decode()
+
+
+def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, docker_client):
+    """`mariadb-backup` copies the database while it serves (into mariadb_backup_directory,
+    every file 0600, with a manifest); rows deleted afterwards come back with
+    `mariadb-restore`, which takes a backup of what it replaces first, restarts only the
+    services that write to the database, and leaves a declared state the next deploy
+    keeps. A corrupt backup, one of another operator folder's secrets and an unknown name
+    are refused before anything stops."""
+    aio.openstack("project", "create", "--domain", "default", "kst-backed-up")
+    aio.openstack("user", "create", "--domain", "default", "--project", "kst-backed-up", "--password", "kst-pw",
+                  "kst-backed-up-user")
+    before = table_checksums(docker_client, aio)
+    taken = aio.run("mariadb-backup")
+    name = taken.stdout.split("mariadb-restore ")[-1].split("`")[0]
+    assert not any(secret in taken.stdout + taken.stderr for secret in aio.passwords().values())
+    folder = aio.root / "state" / "mariadb-backups" / name
+    for file in ("manifest.json", "mariadb.xb.gz", "secrets.tar"):
+        assert stat.S_IMODE((folder / file).stat().st_mode) == 0o600, file
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["releases"][aio.name("keystone")] == aio.globals.get("openstack_release", "2026.1")
+    assert manifest["position"]["to_lsn"]
+    assert name in aio.run("mariadb-backup", "--list").stdout
+
+    aio.openstack("user", "delete", "kst-backed-up-user")
+    aio.openstack("project", "delete", "kst-backed-up")
+    assert table_checksums(docker_client, aio) != before
+    running = started_at(docker_client, aio)
+
+    # Refused before anything changes: a name that is no backup, a corrupt archive, other secrets.
+    unknown = aio.run("mariadb-restore", "nosuch", "--yes-i-really-mean-it", check=False)
+    assert unknown.returncode == 2 and f"backups: {name}" in unknown.stderr, unknown.stderr
+    corrupt = folder.with_name(name + "-corrupt")
+    shutil.copytree(folder, corrupt)
+    with open(corrupt / "mariadb.xb.gz", "r+b") as archive:
+        archive.seek(100)
+        archive.write(b"kst")
+    refused = aio.run("mariadb-restore", corrupt.name, "--yes-i-really-mean-it", check=False)
+    shutil.rmtree(corrupt)
+    assert refused.returncode == 2 and "mariadb.xb.gz: its size or sha256 differs" in refused.stderr, refused.stderr
+    credential = sorted((aio.config_dir / "keys" / "keystone" / "credential").iterdir())[0]
+    key = credential.read_bytes()
+    credential.write_bytes(key + b"\n")
+    try:
+        refused = aio.run("mariadb-restore", name, "--yes-i-really-mean-it", check=False)
+    finally:
+        credential.write_bytes(key)
+    assert refused.returncode == 2 and str(credential.relative_to(aio.config_dir)) in refused.stderr, refused.stderr
+    asked = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "--config-dir", str(aio.config_dir),
+                            "mariadb-restore", name], input="no\n", capture_output=True, text=True)
+    assert asked.returncode == 1 and "mariadb-restore: nothing done" in asked.stdout
+    assert started_at(docker_client, aio) == running
+
+    restored = aio.run("mariadb-restore", name, "--yes-i-really-mean-it").stdout
+    print(restored.splitlines()[-1])
+    assert table_checksums(docker_client, aio) == before
+    assert aio.openstack("project", "show", "kst-backed-up", "-c", "name").strip() == "kst-backed-up"
+    assert aio.openstack("token", "issue", "-c", "id").strip()
+    after = started_at(docker_client, aio)
+    # Only the database and what writes to it went down.
+    assert [s for s in SERVICES if after[s] != running[s]] == ["mariadb", "keystone"]
+    assert len(aio.run("mariadb-backup", "--list").stdout.splitlines()) == 3   # the heading, it, what it replaced
+    assert " 0 changed, 0 failed" in aio.run("deploy", "--test").stdout
 
 
 def test_stop_then_destroy_keep_the_data_volumes(aio, docker_client):

@@ -1,0 +1,281 @@
+"""Database backups and restores with mariabackup (docs/operations.md: "Database backups").
+
+A backup is a folder under the backup directory (globals.yml mariadb_backup_directory),
+named by the time it was taken:
+  mariadb.xb.gz   the member's datadir as `mariadb-backup --backup --stream=xbstream`,
+                  gzipped; taken by docker exec in the running member (its user, its
+                  server's own mariabackup), so the database keeps serving
+  secrets.tar     the operator folder's files the data depends on (DATA_SECRETS), 0600
+  manifest.json   when, why, from which member, the release of every container, the
+                  binlog position and LSNs, the size and sha256 of both files
+A backup is written as NAME.partial and renamed once whole: a killed backup is never
+listed, and the next one clears it. A restore checks the archive's sha256, the
+releases and the secrets before it stops anything.
+"""
+import contextlib
+import datetime
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import time
+from pathlib import Path
+
+from .errors import KollaError, ValidationError
+from .private import redact, write_private
+from .spec import LABEL_RELEASE
+
+ARCHIVE = "mariadb.xb.gz"
+SECRETS = "secrets.tar"
+MANIFEST = "manifest.json"
+PARTIAL = ".partial"
+DATADIR = "/var/lib/mysql"
+# Files of the operator folder the data needs: the services' database passwords are
+# stored in the database (mysql.user), and keystone's credential keys encrypt its
+# credential rows. A restore with other ones would leave services locked out or rows
+# unreadable. (Fernet token keys are not data: tokens are not stored.)
+DATA_SECRETS = ("passwords.yml", "keys/keystone/credential")
+# In the member, as its user: the stream on stdout, gzipped there (less through the
+# Docker API); the LSNs and binlog position beside it, read afterwards.
+LSN_DIR = "/tmp/kolla-backup"
+BACKUP_SCRIPT = (f"rm -rf {LSN_DIR} && mariadb-backup --defaults-extra-file=/etc/mysql/kolla-client.cnf --backup "
+                 f"--stream=xbstream --target-dir=/tmp --extra-lsndir={LSN_DIR} | gzip -1")
+PROGRESS_SECONDS = 10
+
+
+def backup_directory(settings):
+    """The folder backups live in: mariadb_backup_directory, else beside the state."""
+    return Path(settings["mariadb_backup_directory"]
+                or os.path.join(settings["kolla_state_directory"], "mariadb-backups"))
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def data_secrets(config_dir):
+    """{path relative to the operator folder: sha256} of DATA_SECRETS' files."""
+    found = {}
+    for relative in DATA_SECRETS:
+        path = Path(config_dir) / relative
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        for file in files:
+            found[str(file.relative_to(config_dir))] = sha256_of(file)
+    return found
+
+
+def releases_of(containers):
+    """{container name: the release its image was built for} (images without one skipped)."""
+    found = {}
+    for container in containers:
+        release = (container.image.labels or {}).get(LABEL_RELEASE)
+        if release:
+            found[container.name] = release
+    return dict(sorted(found.items()))
+
+
+def key_values(text):
+    """xtrabackup_info / xtrabackup_checkpoints: `key = value` lines."""
+    pairs = (line.partition("=") for line in text.splitlines())
+    return {key.strip(): value.strip() for key, sep, value in pairs if sep}
+
+
+def datadir_bytes(client, member):
+    """How much the member's datadir holds (the volume's folder on this host)."""
+    mount = next((m for m in member.attrs["Mounts"] if m["Destination"] == DATADIR), None)
+    if mount is None:
+        raise KollaError(f"{member.name}: no volume at {DATADIR}")
+    source = mount["Source"] if mount["Type"] == "bind" else client.volumes.get(mount["Name"]).attrs["Mountpoint"]
+    return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(source) for f in files
+               if not os.path.islink(os.path.join(root, f)))
+
+
+class Backups:
+    """The backups of one directory."""
+
+    def __init__(self, directory, where="globals.yml: mariadb_backup_directory"):
+        self.directory = Path(directory)
+        self.where = where
+
+    @contextlib.contextmanager
+    def locked(self):
+        """One backup or restore at a time on a directory."""
+        self.writable()
+        with open(self.directory / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
+    def writable(self):
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as error:
+            raise ValidationError([f"{self.where}: {self.directory} cannot be made: {error.strerror}"])
+        if not os.access(self.directory, os.W_OK | os.X_OK):
+            raise ValidationError([f"{self.where}: {self.directory} is not writable"])
+
+    def list(self):
+        """The manifests of the whole backups, oldest first."""
+        found = []
+        if self.directory.is_dir():
+            for folder in sorted(self.directory.iterdir()):
+                if folder.is_dir() and not folder.name.endswith(PARTIAL) and (folder / MANIFEST).is_file():
+                    with contextlib.suppress(ValueError, OSError):
+                        found.append(json.loads((folder / MANIFEST).read_text()))
+        return found
+
+    def find(self, name):
+        """The manifest of backup `name` whose files are whole (sizes and sha256 as
+        recorded); raises ValidationError naming what is wrong."""
+        folder = self.directory / name
+        if "/" in name or not (folder / MANIFEST).is_file():
+            known = ", ".join(m["name"] for m in self.list()) or "none"
+            raise ValidationError([f"{name}: no such backup in {self.directory} ({self.where}); backups: {known}"])
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text())
+        except ValueError as error:
+            raise ValidationError([f"{folder / MANIFEST}: unreadable ({error})"])
+        for part in ("archive", "secrets_archive"):
+            recorded = manifest.get(part) or {}
+            path = folder / recorded.get("file", "?")
+            if not path.is_file():
+                raise ValidationError([f"{path}: missing: backup {name} is partial"])
+            if path.stat().st_size != recorded.get("bytes") or sha256_of(path) != recorded.get("sha256"):
+                raise ValidationError([f"{path}: its size or sha256 differs from {folder / MANIFEST}'s: backup "
+                                       f"{name} is corrupt"])
+        return manifest
+
+    def take(self, client, member, config_dir, releases, why, out=lambda m: None, secrets=()):
+        """Backs up the running `member` (a container); returns its manifest."""
+        if member.status != "running":
+            raise KollaError(f"mariadb-backup: {member.name} is not running ({member.status}): mariabackup copies "
+                             f"from a running server")
+        needed = datadir_bytes(client, member)
+        with self.locked():
+            free = shutil.disk_usage(self.directory).free
+            if free < needed:
+                raise ValidationError([f"{self.where}: {self.directory} has {free >> 20} MiB free; the datadir of "
+                                       f"{member.name} holds {needed >> 20} MiB (a backup may need as much)"])
+            for stale in self.directory.glob(f"*{PARTIAL}"):
+                shutil.rmtree(stale)
+            started = time.time()
+            name = datetime.datetime.fromtimestamp(started, datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+            if (self.directory / name).exists():
+                raise KollaError(f"mariadb-backup: {self.directory / name} exists already (one backup a second)")
+            folder = self.directory / (name + PARTIAL)
+            folder.mkdir(mode=0o700)
+            out(f"{member.name}: mariabackup streams its datadir ({needed >> 20} MiB) to {self.directory / name}")
+            archive = self._stream(client, member, folder / ARCHIVE, out, secrets)
+            info = key_values(self._read(member, f"cat {LSN_DIR}/xtrabackup_checkpoints {LSN_DIR}/xtrabackup_info && rm -rf {LSN_DIR}"))
+            secrets_archive = self._secrets(config_dir, folder / SECRETS)
+            manifest = {
+                "name": name, "kind": "full", "why": why,
+                "taken": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
+                "seconds": round(time.time() - started, 1), "member": member.name,
+                "image": member.image.tags[0] if member.image.tags else member.image.id,
+                "releases": releases,
+                "position": {key: info[key] for key in ("binlog_pos", "from_lsn", "to_lsn", "last_lsn",
+                                                        "server_version") if key in info},
+                "datadir_bytes": needed, "archive": archive, "secrets_archive": secrets_archive,
+                "secrets": data_secrets(config_dir),
+            }
+            write_private(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n", durable=True)
+            os.rename(folder, self.directory / name)
+        out(f"backup {name}: {archive['bytes'] >> 20} MiB in {manifest['seconds']} s")
+        return manifest
+
+    @staticmethod
+    def _stream(client, member, path, out, secrets):
+        """Runs BACKUP_SCRIPT in the member, its stdout into `path` (0600); {file, bytes, sha256}."""
+        exec_id = client.api.exec_create(member.id, ["bash", "-o", "pipefail", "-c", BACKUP_SCRIPT],
+                                         user="mysql")["Id"]
+        digest, written, said, log = hashlib.sha256(), 0, time.monotonic(), []
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            for stdout, stderr in client.api.exec_start(exec_id, stream=True, demux=True):
+                if stdout:
+                    f.write(stdout)
+                    digest.update(stdout)
+                    written += len(stdout)
+                if stderr:
+                    log.append(stderr)
+                if time.monotonic() - said >= PROGRESS_SECONDS:
+                    said = time.monotonic()
+                    out(f"{member.name}: {written >> 20} MiB written")
+            f.flush()
+            os.fsync(f.fileno())
+        code = client.api.exec_inspect(exec_id)["ExitCode"]
+        if code != 0:
+            text = redact(b"".join(log).decode(errors="replace"), secrets)
+            raise KollaError(f"mariadb-backup: mariabackup in {member.name} failed (exit {code}); the partial "
+                             f"backup {path.parent} goes at the next one:\n" + "\n".join(text.splitlines()[-15:]))
+        return {"file": path.name, "bytes": written, "sha256": digest.hexdigest()}
+
+    @staticmethod
+    def _read(member, command):
+        result = member.exec_run(["sh", "-c", command], user="mysql")
+        return result.output.decode(errors="replace") if result.exit_code == 0 else ""
+
+    @staticmethod
+    def _secrets(config_dir, path):
+        """DATA_SECRETS' files in a tar (0600); {file, bytes, sha256}."""
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for relative in DATA_SECRETS:
+                if (Path(config_dir) / relative).exists():
+                    tar.add(Path(config_dir) / relative, arcname=relative)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(buffer.getvalue())
+        return {"file": path.name, "bytes": len(buffer.getvalue()), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+
+
+def restore_problems(manifest, config_dir, running_releases, folder):
+    """Why backup `manifest` cannot go back under what runs now: the releases differ
+    (its schemas are another release's), or the operator folder's data secrets differ."""
+    problems = []
+    differing = {name: (then, running_releases[name]) for name, then in manifest["releases"].items()
+                 if name in running_releases and running_releases[name] != then}
+    if differing:
+        problems.append(f"backup {manifest['name']} was taken under other releases than run now ("
+                        + ", ".join(f"{name}: {then} then, {now} now" for name, (then, now) in differing.items())
+                        + "): its schemas are not those the running services expect")
+    now = data_secrets(config_dir)
+    changed = sorted(path for path in set(now) | set(manifest["secrets"]) if now.get(path) != manifest["secrets"].get(path))
+    if changed:
+        problems.append(f"{config_dir}: {', '.join(changed)} differ from what backup {manifest['name']} was taken "
+                        f"with (its data depends on them: {folder / SECRETS} holds those; put them back first)")
+    return problems
+
+
+def restore_datadir(client, member, directory, name, out=lambda m: None):
+    """Runs kolla_mariadb_restore in a one-shot container of the member's image, the
+    member stopped: its datadir volume read-write, the backup directory read-only, no
+    network. Raises KollaError with its output's end when it fails."""
+    volume = next((m["Name"] for m in member.attrs["Mounts"] if m["Destination"] == DATADIR and m["Type"] == "volume"),
+                  None)
+    if volume is None:
+        raise KollaError(f"{member.name}: no named volume at {DATADIR}")
+    # root: the prepared files are moved in and given to mysql (chown).
+    job = client.containers.run(member.image.id, ["kolla_mariadb_restore", f"/backup/{name}/{ARCHIVE}"],
+                                entrypoint=[], user="root", network_mode="none", detach=True,
+                                name=f"{member.name}_restore",
+                                volumes={volume: {"bind": DATADIR, "mode": "rw"},
+                                         str(directory): {"bind": "/backup", "mode": "ro"}})
+    try:
+        code = job.wait(timeout=3600)["StatusCode"]
+        output = job.logs().decode(errors="replace")
+    finally:
+        job.remove(force=True)
+    for line in output.splitlines():
+        if line.startswith("kolla_mariadb_restore:"):
+            out(f"{member.name}: {line.removeprefix('kolla_mariadb_restore: ')}")
+    if code != 0:
+        raise KollaError(f"mariadb-restore: kolla_mariadb_restore failed (exit {code}):\n"
+                         + "\n".join(output.splitlines()[-15:]))

@@ -1,0 +1,80 @@
+"""kolla_salt.backup's checks on files (the backups themselves are taken and restored
+by tests/functional/test_aio.py)."""
+import hashlib
+import json
+
+import pytest
+
+from kolla_salt.backup import Backups, data_secrets, key_values, restore_problems
+from kolla_salt.errors import ValidationError
+
+
+def operator_folder(tmp_path):
+    config = tmp_path / "config"
+    (config / "keys" / "keystone" / "credential").mkdir(parents=True)
+    (config / "keys" / "keystone" / "credential" / "0").write_text("key0")
+    (config / "keys" / "keystone" / "fernet").mkdir()
+    (config / "keys" / "keystone" / "fernet" / "0").write_text("token key")
+    (config / "passwords.yml").write_text("database_password: pw\n")
+    return config
+
+
+def a_backup(directory, name, archive=b"stream", releases=None, secrets=None):
+    folder = directory / name
+    folder.mkdir(parents=True)
+    (folder / "mariadb.xb.gz").write_bytes(archive)
+    (folder / "secrets.tar").write_bytes(b"tar")
+    manifest = {"name": name, "kind": "full", "releases": releases or {}, "secrets": secrets or {},
+                "archive": {"file": "mariadb.xb.gz", "bytes": len(archive),
+                            "sha256": hashlib.sha256(archive).hexdigest()},
+                "secrets_archive": {"file": "secrets.tar", "bytes": 3, "sha256": hashlib.sha256(b"tar").hexdigest()}}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_the_data_secrets_are_the_passwords_and_keystones_credential_keys_not_its_token_keys(tmp_path):
+    config = operator_folder(tmp_path)
+    assert sorted(data_secrets(config)) == ["keys/keystone/credential/0", "passwords.yml"]
+
+
+def test_a_partial_backup_is_not_listed_and_a_corrupt_or_unknown_one_is_refused_by_name(tmp_path):
+    backups = Backups(tmp_path / "backups")
+    a_backup(backups.directory, "20261128T100000Z")
+    a_backup(backups.directory, "20261128T110000Z.partial")
+    assert [m["name"] for m in backups.list()] == ["20261128T100000Z"]
+    assert backups.find("20261128T100000Z")["name"] == "20261128T100000Z"
+    with pytest.raises(ValidationError, match="no such backup .* backups: 20261128T100000Z"):
+        backups.find("20261128T110000Z")
+    with pytest.raises(ValidationError, match="no such backup"):
+        backups.find("../20261128T100000Z")
+    (backups.directory / "20261128T100000Z" / "mariadb.xb.gz").write_bytes(b"streaM")
+    with pytest.raises(ValidationError, match="mariadb.xb.gz: its size or sha256 differs"):
+        backups.find("20261128T100000Z")
+    (backups.directory / "20261128T100000Z" / "mariadb.xb.gz").write_bytes(b"stream")
+    (backups.directory / "20261128T100000Z" / "secrets.tar").unlink()
+    with pytest.raises(ValidationError, match="secrets.tar: missing: backup 20261128T100000Z is partial"):
+        backups.find("20261128T100000Z")
+
+
+def test_a_backup_directory_that_cannot_be_made_is_refused_naming_the_key(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValidationError, match="mariadb_backup_directory: .*file/backups cannot be made"):
+        Backups(tmp_path / "file" / "backups").writable()
+
+
+def test_a_restore_under_other_releases_or_other_secrets_is_refused_naming_them(tmp_path):
+    config = operator_folder(tmp_path)
+    manifest = {"name": "b", "releases": {"keystone": "2026.1", "nova_api": "2026.1"}, "secrets": data_secrets(config)}
+    assert restore_problems(manifest, config, {"keystone": "2026.1", "nova_api": "2026.1", "glance_api": "2026.2"},
+                            tmp_path / "b") == []
+    (config / "keys" / "keystone" / "credential" / "1").write_text("key1")
+    (config / "keys" / "keystone" / "fernet" / "1").write_text("a rotated token key: no matter")
+    problems = restore_problems(manifest, config, {"keystone": "2026.1", "nova_api": "2026.2"}, tmp_path / "b")
+    assert len(problems) == 2
+    assert "nova_api: 2026.1 then, 2026.2 now" in problems[0] and "keystone" not in problems[0]
+    assert "keys/keystone/credential/1 differ" in problems[1] and "secrets.tar" in problems[1]
+
+
+def test_mariabackups_info_files_are_read_as_keys_and_values():
+    assert key_values("backup_type = full-backuped\nto_lsn = 1234\nbinlog_pos = \nnoise\n") == {
+        "backup_type": "full-backuped", "to_lsn": "1234", "binlog_pos": ""}
