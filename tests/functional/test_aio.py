@@ -269,8 +269,8 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     assert manifest["position"]["to_lsn"]
     assert name in aio.run("mariadb-backup", "--list").stdout
 
-    aio.openstack("user", "delete", "kst-backed-up-user")
-    aio.openstack("project", "delete", "kst-backed-up")
+    aio.openstack("user", "delete", "kst-backed-up-user", values=False)
+    aio.openstack("project", "delete", "kst-backed-up", values=False)
     assert table_checksums(docker_client, aio) != before
     running = started_at(docker_client, aio)
 

@@ -562,6 +562,8 @@ def test_a_release_upgrade_of_glance_and_placement_keeps_their_data(cloud, docke
         assert f"{cloud.name(container)} recreated, generation {generation + 1} is healthy" in out, out
         assert docker_client.containers.get(cloud.name(container)).image.labels["kolla.release"] == NEXT
     assert "keystone_register" not in out     # same declaration, same toolbox content: nothing to do
+    # Before the migrations, the database was backed up (kolla-salt mariadb-backup --list).
+    assert f"before the upgrade to {NEXT}" in cloud.run("mariadb-backup", "--list").stdout.splitlines()[-1]
     cloud.openstack("image", "save", "--file", str(tmp_path / "after.img"), image_id, values=False)
     assert (tmp_path / "after.img").read_bytes() == data
     assert cloud.openstack("resource", "provider", "show", provider, "-c", "name").strip() == "kst-before-upgrade"
@@ -952,6 +954,9 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
         release = container.image.labels.get("kolla.release")
         assert release in (None, NEXT), (container.name, release)
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
+    backup = env.run("mariadb-backup", "--list").stdout.splitlines()[-1]   # taken while the probes asked
+    print(f"the backup before its migrations: {backup}")
+    assert f"before the upgrade to {NEXT}" in backup
 
     # The new nova-compute tells placement about its host (traits the new scheduler asks
     # for, OWNER_NOVA) in its start's first resource update. Its swap, and with it the
