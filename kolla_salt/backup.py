@@ -7,7 +7,8 @@ named by the time it was taken:
                   server's own mariabackup), so the database keeps serving
   secrets.tar     the operator folder's files the data depends on (DATA_SECRETS), 0600
   manifest.json   when, why, from which member, the release of every container, the
-                  binlog position and LSNs, the size and sha256 of both files
+                  binlog position and LSNs, the size and sha256 of both files, and the
+                  records of the jobs that fill the database (what they had done then)
 A backup is written as NAME.partial and renamed once whole: a killed backup is never
 listed, and the next one clears it. A restore checks the archive's sha256, the
 releases and the secrets before it stops anything.
@@ -26,7 +27,6 @@ from pathlib import Path
 
 from .errors import KollaError, ValidationError
 from .private import redact, write_private
-from .spec import LABEL_RELEASE
 
 ARCHIVE = "mariadb.xb.gz"
 SECRETS = "secrets.tar"
@@ -69,16 +69,6 @@ def data_secrets(config_dir):
         for file in files:
             found[str(file.relative_to(config_dir))] = sha256_of(file)
     return found
-
-
-def releases_of(containers):
-    """{container name: the release its image was built for} (images without one skipped)."""
-    found = {}
-    for container in containers:
-        release = (container.image.labels or {}).get(LABEL_RELEASE)
-        if release:
-            found[container.name] = release
-    return dict(sorted(found.items()))
 
 
 def key_values(text):
@@ -151,8 +141,10 @@ class Backups:
                                        f"{name} is corrupt"])
         return manifest
 
-    def take(self, client, member, config_dir, releases, why, out=lambda m: None, secrets=()):
-        """Backs up the running `member` (a container); returns its manifest."""
+    def take(self, client, member, config_dir, releases, why, jobs=None, out=lambda m: None, secrets=()):
+        """Backs up the running `member` (a container); returns its manifest. `jobs`: the
+        records of the jobs that fill the database (ContainerManager.job_records), which
+        a restore puts back with the data."""
         if member.status != "running":
             raise KollaError(f"mariadb-backup: {member.name} is not running ({member.status}): mariabackup copies "
                              f"from a running server")
@@ -183,7 +175,7 @@ class Backups:
                 "position": {key: info[key] for key in ("binlog_pos", "from_lsn", "to_lsn", "last_lsn",
                                                         "server_version") if key in info},
                 "datadir_bytes": needed, "archive": archive, "secrets_archive": secrets_archive,
-                "secrets": data_secrets(config_dir),
+                "secrets": data_secrets(config_dir), "jobs": jobs or {},
             }
             write_private(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n", durable=True)
             os.rename(folder, self.directory / name)
@@ -236,22 +228,22 @@ class Backups:
         return {"file": path.name, "bytes": len(buffer.getvalue()), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
 
 
-def restore_problems(manifest, config_dir, running_releases, folder):
-    """Why backup `manifest` cannot go back under what runs now: the releases differ
-    (its schemas are another release's), or the operator folder's data secrets differ."""
-    problems = []
-    differing = {name: (then, running_releases[name]) for name, then in manifest["releases"].items()
-                 if name in running_releases and running_releases[name] != then}
-    if differing:
-        problems.append(f"backup {manifest['name']} was taken under other releases than run now ("
-                        + ", ".join(f"{name}: {then} then, {now} now" for name, (then, now) in differing.items())
-                        + "): its schemas are not those the running services expect")
+def release_problems(manifest, releases):
+    """Why backup `manifest` does not fit containers at `releases` ({container: release}):
+    a backup taken under other releases holds other schemas."""
+    differing = {name: (then, releases[name]) for name, then in manifest["releases"].items()
+                 if name in releases and releases[name] != then}
+    return [f"backup {manifest['name']} was taken under other releases ("
+            + ", ".join(f"{name}: {then} then, {now} now" for name, (then, now) in differing.items())
+            + "): its schemas are not those the services expect"] if differing else []
+
+
+def secret_problems(manifest, config_dir, folder):
+    """The operator folder's data secrets must be those backup `manifest` was taken with."""
     now = data_secrets(config_dir)
     changed = sorted(path for path in set(now) | set(manifest["secrets"]) if now.get(path) != manifest["secrets"].get(path))
-    if changed:
-        problems.append(f"{config_dir}: {', '.join(changed)} differ from what backup {manifest['name']} was taken "
-                        f"with (its data depends on them: {folder / SECRETS} holds those; put them back first)")
-    return problems
+    return [f"{config_dir}: {', '.join(changed)} differ from what backup {manifest['name']} was taken with (its "
+            f"data depends on them: {folder / SECRETS} holds those; put them back first)"] if changed else []
 
 
 def restore_datadir(client, member, directory, name, out=lambda m: None):

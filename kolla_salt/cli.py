@@ -220,9 +220,9 @@ def _check_release_paths(hosts, allow_jump):
                 if problem:
                     problems.append(f"{host + ': ' if host else ''}{service['name']}: runs {old}, "
                                     f"declared {service['release']}: {problem}")
-    if problems and allow_jump:
+    if problems and allow_jump:   # True (--allow-release-jump), or why the change is sound
         for problem in sorted(set(problems)):
-            print(f"[deploy] --allow-release-jump: {problem}")
+            print(f"[deploy] {allow_jump if isinstance(allow_jump, str) else '--allow-release-jump'}: {problem}")
     elif problems:
         raise ValidationError(sorted(set(problems)) + [
             "upgrade through the releases between, or pass --allow-release-jump if you have checked "
@@ -498,13 +498,10 @@ def cmd_upgrade(args):
 def _backup_before_migrations(args, pillar, services):
     """A release change migrates schemas forward, which no container rollback takes
     back: the database is backed up first (when it runs on this host)."""
-    from .backup import releases_of
-    from .containers import ContainerManager
-    settings = pillar["kolla"]["settings"]
+    from .releases import running_releases
     if not any(s["name"] == "mariadb" for s in pillar["kolla"]["services"]):
         return
-    running = releases_of(ContainerManager.from_settings(settings, client=_client()).deployment_containers(
-        settings["container_name_prefix"], running_only=True))
+    running = running_releases(_client(), pillar["kolla"]["settings"]["container_name_prefix"])
     changing = sorted({s["release"] for s in services for c in s["containers"]
                        if running.get(c["spec"]["name"], s["release"]) != s["release"]})
     if changing:
@@ -662,6 +659,10 @@ def cmd_history(args):
 def cmd_rollback(args):
     from .containers import ContainerManager
     from .inventory import load_passwords
+    if args.release:
+        if args.master:
+            raise ValidationError(["rollback --release: on one host only yet (through a master: not yet)"])
+        return _rollback_release(args)
     if args.master:
         if not args.container:
             raise ValidationError(["rollback: through a master, name one container: HOST:CONTAINER"])
@@ -830,12 +831,7 @@ def cmd_destroy(args):
                  f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
         for name, command in endings.items():
             print(f"  first, in {name}: {' '.join(command)}")
-        try:
-            answer = input("Type 'yes' to go on: ").strip()
-        except EOFError:
-            answer = ""
-        if answer != "yes":
-            print("destroy: nothing done")
+        if not _confirmed(args):
             return 1
     if healthloop.stop_health_daemon(settings):
         print("[destroy] health loop stopped")
@@ -891,7 +887,8 @@ def cmd_mariadb_recovery(args):
 
 def _database_here(args, pillar):
     """(the Backups of this deployment, its mariadb member container, the containers of
-    the services that write to the database in deploy order): on one host only."""
+    the services that write to the database in deploy order, the jobs that fill it):
+    on one host only."""
     from .backup import Backups, backup_directory
     from .galera import member
     settings = pillar["kolla"]["settings"]
@@ -908,22 +905,22 @@ def _database_here(args, pillar):
         raise KollaError(f"{name}: no such container; `kolla-salt deploy` makes it")
     database = f"{settings['container_name_prefix']}mariadb"
     # A service whose jobs fill the database volume keeps its data there (kolla_salt.inventory).
-    writers = [c["spec"]["name"] for s in pillar["kolla"]["services"]
-               if any(database in (job.get("fills") or ()) for job in s["jobs"] + s["post_jobs"])
-               for c in s["containers"]]
-    return Backups(backup_directory(settings)), container, writers
+    fill = {s["name"]: [job["name"] for job in s["jobs"] + s["post_jobs"] if database in (job.get("fills") or ())]
+            for s in pillar["kolla"]["services"]}
+    writers = [c["spec"]["name"] for s in pillar["kolla"]["services"] if fill[s["name"]] for c in s["containers"]]
+    return Backups(backup_directory(settings)), container, writers, [job for jobs in fill.values() for job in jobs]
 
 
 def _backup(args, pillar, why):
     """Takes a backup of this host's database; returns its manifest."""
-    from .backup import releases_of
     from .containers import ContainerManager
     from .inventory import load_passwords
-    backups, member, _ = _database_here(args, pillar)
+    from .releases import running_releases
+    backups, member, _, jobs = _database_here(args, pillar)
     settings = pillar["kolla"]["settings"]
-    manager = ContainerManager.from_settings(settings, client=_client())
-    releases = releases_of(manager.deployment_containers(settings["container_name_prefix"], running_only=True))
-    return backups.take(_client(), member, args.config_dir, releases, why,
+    releases = running_releases(_client(), settings["container_name_prefix"])
+    jobs = ContainerManager.from_settings(settings, client=_client()).job_records(jobs)
+    return backups.take(_client(), member, args.config_dir, releases, why, jobs=jobs,
                         out=lambda m: print(f"[mariadb-backup] {m}", flush=True),
                         secrets=load_passwords(args.config_dir).values())
 
@@ -945,48 +942,119 @@ def cmd_mariadb_backup(args):
     return 0
 
 
+def _confirmed(args):
+    """--yes-i-really-mean-it, or the operator types yes."""
+    if args.yes_i_really_mean_it:
+        return True
+    try:
+        answer = input("Type 'yes' to go on: ").strip()
+    except EOFError:
+        answer = ""
+    if answer != "yes":
+        print(f"{args.command}: nothing done")
+    return answer == "yes"
+
+
+def _restore_checked(args, pillar, name, releases):
+    """(the backup's manifest, its Backups, the member, the writers) once backup `name`
+    is whole, fits containers at `releases` and the operator folder's secrets, and the
+    operator agreed; ValidationError naming the problems, or None if not agreed."""
+    from .backup import release_problems, secret_problems
+    backups, member, writers, _ = _database_here(args, pillar)
+    manifest = backups.find(name)
+    problems = (release_problems(manifest, releases)
+                + secret_problems(manifest, args.config_dir, backups.directory / name))
+    if problems:
+        raise ValidationError(problems)
+    print(f"This puts back the database of {member.name} as backup {name} holds it ({manifest['taken']}, "
+          f"{manifest['why']}): everything written since is lost, though a backup of the data it replaces is "
+          f"taken first. Stopped meanwhile: {', '.join(writers) or 'nothing else'}.")
+    return (manifest, backups, member, writers) if _confirmed(args) else None
+
+
+def _restore(args, pillar, manifest, backups, member, writers, restart_writers=True):
+    """Backs up what it replaces, stops the writers (reverse deploy order, drained) and
+    the member, restores the datadir and the records of the jobs that fill it, starts
+    the member (and, `restart_writers`, the writers; always when the restore failed:
+    they come back to the data they left).
+    Returns the manifest of the backup of what it replaced."""
+    from .backup import restore_datadir
+    from .containers import ContainerManager
+    from .inventory import load_passwords
+    manager = ContainerManager.from_settings(pillar["kolla"]["settings"], load_passwords(args.config_dir).values(),
+                                             client=_client(),
+                                             out=lambda m: print(f"[{args.command}] {m}", flush=True))
+    before = _backup(args, pillar, f"before restoring {manifest['name']} (kolla-salt {args.command})")
+    stopped = manager.stop_each(writers[::-1])
+    restored = False
+    try:
+        manager.stop_each([member.name])
+        restore_datadir(_client(), member, backups.directory, manifest["name"],
+                        out=lambda m: print(f"[{args.command}] {m}", flush=True))
+        manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
+        restored = True
+    finally:
+        manager.start_each([member.name] + (stopped[::-1] if restart_writers or not restored else []))
+    return before
+
+
 def cmd_mariadb_restore(args):
     """Puts the database back as backup NAME holds it: checks first, takes a backup of
     what it replaces, stops the services that write to the database, restores the
     datadir, starts them again (docs/operations.md: "Database backups")."""
-    from .backup import releases_of, restore_datadir, restore_problems
-    from .containers import ContainerManager
-    from .inventory import load_passwords
+    from .releases import running_releases
     pillar = _validated_pillar(args)
     settings = pillar["kolla"]["settings"]
-    backups, member, writers = _database_here(args, pillar)
-    manifest = backups.find(args.backup)
-    manager = ContainerManager.from_settings(settings, load_passwords(args.config_dir).values(), client=_client(),
-                                             out=lambda m: print(f"[mariadb-restore] {m}", flush=True))
-    running = manager.deployment_containers(settings["container_name_prefix"], running_only=True)
-    problems = restore_problems(manifest, args.config_dir, releases_of(running), backups.directory / args.backup)
-    if problems:
-        raise ValidationError(problems)
-    writers = [name for name in writers if any(c.name == name for c in running)]
-    print(f"This puts back the database of {member.name} as backup {manifest['name']} holds it "
-          f"({manifest['taken']}, {manifest['why']}): everything written since is lost, though a backup of "
-          f"the data it replaces is taken first. Stopped meanwhile: {', '.join(writers) or 'nothing else'}.")
-    if not args.yes_i_really_mean_it:
-        try:
-            answer = input("Type 'yes' to go on: ").strip()
-        except EOFError:
-            answer = ""
-        if answer != "yes":
-            print("mariadb-restore: nothing done")
-            return 1
+    checked = _restore_checked(args, pillar, args.backup, running_releases(_client(), settings["container_name_prefix"]))
+    if checked is None:
+        return 1
     started = time.monotonic()
     with healthloop.ledger(settings).paused_restarts():
-        before = _backup(args, pillar, f"before restoring {manifest['name']} (kolla-salt mariadb-restore)")
-        stopped = manager.stop_each(writers[::-1])
-        try:
-            manager.stop_each([member.name])
-            restore_datadir(_client(), member, backups.directory, manifest["name"],
-                            out=lambda m: print(f"[mariadb-restore] {m}", flush=True))
-        finally:   # the services come back in every case: the old data if the restore failed before it
-            manager.start_each([member.name] + stopped[::-1])
-    print(f"[mariadb-restore] the database holds backup {manifest['name']} again ({time.monotonic() - started:.0f} s); "
+        before = _restore(args, pillar, *checked)
+    print(f"[mariadb-restore] the database holds backup {args.backup} again ({time.monotonic() - started:.0f} s); "
           f"what it replaced is backup {before['name']}")
     return 0
+
+
+def _rollback_release(args):
+    """rollback --release OLD on one host, after an upgrade from OLD: the database as
+    the newest backup taken under OLD holds it (the upgrade took one before its
+    migrations), then every container at OLD. Declared first (openstack_release):
+    killed half way, the same command completes it."""
+    from .releases import load_releases, running_releases, series
+    _release(args.release)
+    pillar = _validated_pillar(args)
+    settings = pillar["kolla"]["settings"]
+    running = running_releases(_client(), settings["container_name_prefix"])
+    releases = load_releases()
+    newer = sorted({r for r in running.values() if series(releases, r) > series(releases, args.release)})
+    if not newer:
+        raise ValidationError([f"--release: nothing here runs a release newer than {args.release}: `rollback "
+                               f"--release` goes back after an upgrade (`upgrade --release` goes forward)"])
+    from .backup import release_problems
+    back = {name: args.release for name in running}
+    backups = _database_here(args, pillar)[0]
+    fitting = [m["name"] for m in backups.list() if not release_problems(m, back)]
+    if not fitting:
+        raise ValidationError([f"--release {args.release}: no backup in {backups.directory} was taken under "
+                               f"{args.release} (an upgrade takes one before its migrations): the database cannot "
+                               f"go back with the containers, so nothing was changed"])
+    checked = _restore_checked(args, pillar, fitting[-1], back)
+    if checked is None:
+        return 1
+    started = time.monotonic()
+    with healthloop.ledger(settings).paused_restarts():
+        with _declaring(args.config_dir, lambda new: _check_images(new["kolla"]["services"])) as (user_globals, pins):
+            user_globals["openstack_release"] = args.release
+            pins.services.clear()
+            pins.containers.clear()
+        before = _restore(args, pillar, *checked, restart_writers=False)
+    args.services, args.test = None, False
+    args.allow_release_jump = f"the database went back to backup {fitting[-1]}"
+    code = _deploy(args, _validated_pillar(args))
+    print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
+          f"of backup {fitting[-1]} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}")
+    return code
 
 
 def cmd_init_runonce(args):
@@ -1107,6 +1175,9 @@ def build_parser():
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("container", nargs="?", help="container name, with or without container_name_prefix")
     group.add_argument("--set", help="a set name or path (containers roll back in reverse order)")
+    group.add_argument("--release", help="after an upgrade from RELEASE: the database as the backup the upgrade "
+                                         "took holds it, and every container at RELEASE (asks first)")
+    p.add_argument("--yes-i-really-mean-it", action="store_true", help="with --release: do not ask")
     p = add("unpin", cmd_unpin, "remove pins (pins.yml) so services and containers follow globals.yml "
                                 "again at the next deploy")
     p.add_argument("names", nargs="+", metavar="NAME", help="a service (its release pin and held containers) "

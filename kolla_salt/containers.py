@@ -26,7 +26,7 @@ from . import generations
 from .balancer import REQUEST_TIMEOUT, Balancers, Runtime, seconds, server_name
 from .build import from_registry, image_folder, remove_if_orphaned
 from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError, NoEarlierGeneration
-from .private import redact
+from .private import redact, write_private
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_LISTEN_PORT, LABEL_NAME,
                    LABEL_RELEASE, LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash,
                    declared_spec, diff)
@@ -815,6 +815,18 @@ class ContainerManager:
         with open(path) as f:
             return f.read().split()
 
+    def job_records(self, names):
+        """{job name: the identities of its recent successes} (see job_pending)."""
+        return {name: self._jobs_done(name) for name in names}
+
+    def set_job_records(self, records):
+        """Puts back what job_records returned: a database restored to an earlier
+        backup holds what those jobs had done then, no more."""
+        for name, done in records.items():
+            path = self._job_record_path(name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            write_private(path, "".join(f"{identity}\n" for identity in done))
+
     def job_pending(self, spec):
         """A job runs only when this combination of spec, image, config and filled
         volumes has not succeeded on this host recently. Remembering more than the
@@ -848,8 +860,5 @@ class ContainerManager:
         # After the run: the volumes it mounts exist now (ensure_volumes made them).
         identity = self._job_identity(spec)
         done = [h for h in self._jobs_done(spec.name) if h != identity][-(JOBS_REMEMBERED - 1):]
-        path = self._job_record_path(spec.name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write("\n".join(done + [identity]) + "\n")
+        self.set_job_records({spec.name: done + [identity]})
         return output

@@ -51,15 +51,16 @@ def skew_problems(releases, declared, behind):
     return problems
 
 
-def running_releases(client):
-    """{managed container: the release its image was built for} on one engine (only
-    images whose content depends on the release carry the label)."""
+def running_releases(client, prefix=""):
+    """{managed container: the release its image was built for} on one engine, of the
+    containers whose name starts with `prefix` (only images whose content depends on
+    the release carry the label)."""
     import docker.errors
 
     from .containers import current_entries
     from .spec import LABEL_RELEASE
     images, found = {}, {}
-    for name, entry in current_entries(client):
+    for name, entry in current_entries(client, prefix):
         if entry["ImageID"] not in images:
             try:
                 labels = client.api.inspect_image(entry["ImageID"])["Config"].get("Labels") or {}

@@ -4,6 +4,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import IMAGES
 
 pytestmark = pytest.mark.functional
@@ -53,19 +54,40 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     assert env.openstack("token", "issue", "-c", "id").strip()
     assert docker_client.containers.get(f"{keystone}.gen1").status == "exited"   # kept for rollback
 
+    # Back to OLD with the data: the database as the upgrade's backup holds it (the new
+    # migration gone, what was written since too), keystone at OLD, declared so.
+    env.openstack("project", "create", "--domain", "default", "kst-after-upgrade")
+    refused = env.run("rollback", "--release", NEW, "--yes-i-really-mean-it", check=False)
+    assert refused.returncode == 2 and f"nothing here runs a release newer than {NEW}" in refused.stderr
+    out = env.run("rollback", "--release", OLD, "--yes-i-really-mean-it").stdout
+    print(out.splitlines()[-1])
+    assert f"the cloud runs {OLD} with the database of backup" in out, out
+    assert docker_client.containers.get(keystone).image.tags == [f"{IMAGES}/keystone:{OLD}-source"]
+    assert NEW_MIGRATION not in alembic_versions(env, docker_client)
+    projects = env.openstack("project", "list", "-c", "Name").split()
+    assert "kst-upgrade-project" in projects and "kst-after-upgrade" not in projects
+    assert env.openstack("token", "issue", "-c", "id").strip()
+    assert yaml.safe_load((env.config_dir / "globals.yml").read_text())["openstack_release"] == OLD
+    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
+
+    # The next upgrade migrates again (the jobs' records went back with the data).
+    env.run("upgrade", "--release", NEW)
+    assert NEW_MIGRATION in alembic_versions(env, docker_client)
+    generation = int(docker_client.containers.get(keystone).labels["kolla.generation"])
+
     out = env.run("rollback", keystone).stdout
-    assert "generation 3 runs what generation 1 ran" in out
+    assert f"generation {generation + 1} runs what generation {generation - 1} ran" in out
     current = docker_client.containers.get(keystone)
     assert current.image.tags == [f"{IMAGES}/keystone:{OLD}-source"]
-    assert current.labels["kolla.generation"] == "3"
     assert "kst-upgrade-user" in env.openstack("user", "list", "-c", "Name").split()
     assert env.openstack("token", "issue", "-c", "id").strip()
     status = env.run("status", "--format", "json").stdout
-    assert '"generation": 3' in status
+    assert f'"generation": {generation + 1}' in status
     history = json.loads(env.run("history", "keystone", "--format", "json").stdout)
-    assert [(h["generation"], h["outcome"], h["image"]) for h in history] == [
-        (1, "replaced", f"{IMAGES}/keystone:{OLD}-source"), (2, "replaced", f"{IMAGES}/keystone:{NEW}-source"),
-        (3, "running", f"{IMAGES}/keystone:{OLD}-source")]
+    assert [(h["generation"], h["outcome"].replace("pruned", "replaced"), h["image"]) for h in history][-3:] == [
+        (generation - 1, "replaced", f"{IMAGES}/keystone:{OLD}-source"),
+        (generation, "replaced", f"{IMAGES}/keystone:{NEW}-source"),
+        (generation + 1, "running", f"{IMAGES}/keystone:{OLD}-source")]
     assert not any(secret in env.run("history", "keystone").stdout for secret in env.passwords().values())
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from kolla_salt.backup import Backups, data_secrets, key_values, restore_problems
+from kolla_salt.backup import Backups, data_secrets, key_values, release_problems, secret_problems
 from kolla_salt.errors import ValidationError
 
 
@@ -65,14 +65,14 @@ def test_a_backup_directory_that_cannot_be_made_is_refused_naming_the_key(tmp_pa
 def test_a_restore_under_other_releases_or_other_secrets_is_refused_naming_them(tmp_path):
     config = operator_folder(tmp_path)
     manifest = {"name": "b", "releases": {"keystone": "2026.1", "nova_api": "2026.1"}, "secrets": data_secrets(config)}
-    assert restore_problems(manifest, config, {"keystone": "2026.1", "nova_api": "2026.1", "glance_api": "2026.2"},
-                            tmp_path / "b") == []
+    assert release_problems(manifest, {"keystone": "2026.1", "nova_api": "2026.1", "glance_api": "2026.2"}) == []
+    assert secret_problems(manifest, config, tmp_path / "b") == []
     (config / "keys" / "keystone" / "credential" / "1").write_text("key1")
     (config / "keys" / "keystone" / "fernet" / "1").write_text("a rotated token key: no matter")
-    problems = restore_problems(manifest, config, {"keystone": "2026.1", "nova_api": "2026.2"}, tmp_path / "b")
-    assert len(problems) == 2
-    assert "nova_api: 2026.1 then, 2026.2 now" in problems[0] and "keystone" not in problems[0]
-    assert "keys/keystone/credential/1 differ" in problems[1] and "secrets.tar" in problems[1]
+    [releases] = release_problems(manifest, {"keystone": "2026.1", "nova_api": "2026.2"})
+    assert "nova_api: 2026.1 then, 2026.2 now" in releases and "keystone" not in releases
+    [secrets] = secret_problems(manifest, config, tmp_path / "b")
+    assert "keys/keystone/credential/1 differ" in secrets and "secrets.tar" in secrets
 
 
 def test_mariabackups_info_files_are_read_as_keys_and_values():
