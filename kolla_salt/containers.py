@@ -778,9 +778,9 @@ class ContainerManager:
         release, then = current.image.labels.get(LABEL_RELEASE), self._release_of(record["image_id"])
         if why and release and then and release != then:
             raise KollaError(f"rollback: {name} runs {release} and generation {record['generation']} ran {then}: "
-                             f"it cannot go back to an older release ({why}); kolla-salt cannot yet take the "
-                             f"database back with it, so nothing was changed. Mend forward: fix, then "
-                             f"`kolla-salt deploy` or `upgrade`")
+                             f"it cannot go back to an older release alone ({why}), so nothing was changed. "
+                             f"`kolla-salt rollback --release {then}` takes the whole upgrade back with its "
+                             f"database; or mend forward: fix, then `kolla-salt deploy` or `upgrade`")
         return record
 
     def _release_of(self, image):

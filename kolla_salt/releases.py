@@ -22,7 +22,7 @@ def upgrade_path_problem(releases, old, new):
         return None
     if target < (year, half):
         return (f"{old} -> {new} is a downgrade: database schemas only migrate forward "
-                f"(to go back, `kolla-salt rollback` the containers)")
+                f"(to go back with the data, `kolla-salt rollback --release {new}`)")
     if target == ((year, 2) if half == 1 else (year + 1, 1)) or half == 1 and target == (year + 1, 1):
         return None
     return (f"{old} -> {new} skips releases: OpenStack upgrades one release at a time, or from "

@@ -34,7 +34,7 @@ def test_every_known_release_has_a_series():
     releases = load_releases()
     names = list(releases)
     for old, new in zip(names, names[1:]):   # oldest first: the table is ordered
-        assert upgrade_path_problem(releases, new, old).endswith("rollback` the containers)")
+        assert upgrade_path_problem(releases, new, old).endswith(f"`kolla-salt rollback --release {old}`)")
 
 
 def service(name, release, *containers, pinned=()):
@@ -52,8 +52,8 @@ def test_a_jump_on_any_host_is_refused_naming_that_host():
     with pytest.raises(ValidationError) as error:
         _check_release_paths(hosts, allow_jump=False)
     assert error.value.problems[0] == ("host2: keystone: runs 2026.2, declared 2026.1: 2026.2 -> 2026.1 is a "
-                                       "downgrade: database schemas only migrate forward (to go back, "
-                                       "`kolla-salt rollback` the containers)")
+                                       "downgrade: database schemas only migrate forward (to go back with the "
+                                       "data, `kolla-salt rollback --release 2026.1`)")
     assert len(error.value.problems) == 2   # host3's container is held at a generation: not a change
     _check_release_paths(hosts, allow_jump=True)   # reported, not refused
 
