@@ -7,8 +7,9 @@ named by the time it was taken:
                   server's own mariabackup), so the database keeps serving
   secrets.tar     the operator folder's files the data depends on (DATA_SECRETS), 0600
   manifest.json   when, why, from which member, the release of every container, the
-                  binlog position and LSNs, the size and sha256 of both files, and the
-                  records of the jobs that fill the database (what they had done then)
+                  binlog position and LSNs, the size and sha256 of both files,
+                  fingerprints of the data's secrets, and the records of the jobs that
+                  fill the database (what they had done then)
 A backup is written as NAME.partial and renamed once whole: a killed backup is never
 listed, and the next one clears it. A restore checks the archive's sha256, the
 releases and the secrets before it stops anything.
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 from .errors import KollaError, ValidationError
+from .pins import changed, fingerprints
 from .private import redact, write_private
 
 ARCHIVE = "mariadb.xb.gz"
@@ -33,10 +35,11 @@ SECRETS = "secrets.tar"
 MANIFEST = "manifest.json"
 PARTIAL = ".partial"
 DATADIR = "/var/lib/mysql"
-# Files of the operator folder the data needs: the services' database passwords are
-# stored in the database (mysql.user), and keystone's credential keys encrypt its
-# credential rows. A restore with other ones would leave services locked out or rows
-# unreadable. (Fernet token keys are not data: tokens are not stored.)
+# What of the operator folder the data needs: the services' database and keystone
+# passwords are stored in the database (mysql.user, keystone's users), and keystone's
+# credential keys encrypt its credential rows. A restore with other ones would leave
+# services locked out or rows unreadable. (Fernet token keys are not data: tokens are
+# not stored.) Both go into secrets.tar; the manifest keeps fingerprints to compare.
 DATA_SECRETS = ("passwords.yml", "keys/keystone/credential")
 # In the member, as its user: the stream on stdout, gzipped there (less through the
 # Docker API); the LSNs and binlog position beside it, read afterwards.
@@ -60,15 +63,17 @@ def sha256_of(path):
     return digest.hexdigest()
 
 
+def credential_keys(config_dir):
+    """{path relative to the operator folder: sha256} of keystone's credential keys."""
+    keys = Path(config_dir) / DATA_SECRETS[1]
+    return {str(p.relative_to(config_dir)): sha256_of(p) for p in sorted(keys.rglob("*")) if p.is_file()}
+
+
 def data_secrets(config_dir):
-    """{path relative to the operator folder: sha256} of DATA_SECRETS' files."""
-    found = {}
-    for relative in DATA_SECRETS:
-        path = Path(config_dir) / relative
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
-        for file in files:
-            found[str(file.relative_to(config_dir))] = sha256_of(file)
-    return found
+    """{passwords: a salted fingerprint of each password (kolla_salt.pins), keys:
+    credential_keys}: what a restore compares."""
+    from .inventory import load_passwords
+    return {"passwords": fingerprints(load_passwords(config_dir)), "keys": credential_keys(config_dir)}
 
 
 def key_values(text):
@@ -239,11 +244,15 @@ def release_problems(manifest, releases):
 
 
 def secret_problems(manifest, config_dir, folder):
-    """The operator folder's data secrets must be those backup `manifest` was taken with."""
-    now = data_secrets(config_dir)
-    changed = sorted(path for path in set(now) | set(manifest["secrets"]) if now.get(path) != manifest["secrets"].get(path))
-    return [f"{config_dir}: {', '.join(changed)} differ from what backup {manifest['name']} was taken with (its "
-            f"data depends on them: {folder / SECRETS} holds those; put them back first)"] if changed else []
+    """The operator folder's data secrets must be those backup `manifest` was taken
+    with: no password it knew changed or gone (a password added since is no matter),
+    the same credential keys."""
+    from .inventory import load_passwords
+    then, keys = manifest["secrets"], credential_keys(config_dir)
+    differing = [f"passwords.yml: {key}" for key in changed(then["passwords"], load_passwords(config_dir))]
+    differing += sorted(path for path in set(keys) | set(then["keys"]) if keys.get(path) != then["keys"].get(path))
+    return [f"{config_dir}: {', '.join(differing)} differ from what backup {manifest['name']} was taken with (its "
+            f"data depends on them: {folder / SECRETS} holds those; put them back first)"] if differing else []
 
 
 def restore_datadir(client, member, directory, name, out=lambda m: None):

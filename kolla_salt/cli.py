@@ -1021,6 +1021,7 @@ def _rollback_release(args):
     the newest backup taken under OLD holds it (the upgrade took one before its
     migrations), then every container at OLD. Declared first (openstack_release):
     killed half way, the same command completes it."""
+    from .backup import release_problems
     from .releases import load_releases, running_releases, series
     _release(args.release)
     pillar = _validated_pillar(args)
@@ -1031,7 +1032,6 @@ def _rollback_release(args):
     if not newer:
         raise ValidationError([f"--release: nothing here runs a release newer than {args.release}: `rollback "
                                f"--release` goes back after an upgrade (`upgrade --release` goes forward)"])
-    from .backup import release_problems
     back = {name: args.release for name in running}
     backups = _database_here(args, pillar)[0]
     fitting = [m["name"] for m in backups.list() if not release_problems(m, back)]

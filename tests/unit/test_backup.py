@@ -4,18 +4,17 @@ import hashlib
 import json
 
 import pytest
+from operator_files import write_secrets
 
 from kolla_salt.backup import Backups, data_secrets, key_values, release_problems, secret_problems
 from kolla_salt.errors import ValidationError
 
 
 def operator_folder(tmp_path):
+    """passwords.yml and the key repositories `genpwd` makes; one known password."""
     config = tmp_path / "config"
-    (config / "keys" / "keystone" / "credential").mkdir(parents=True)
-    (config / "keys" / "keystone" / "credential" / "0").write_text("key0")
-    (config / "keys" / "keystone" / "fernet").mkdir()
-    (config / "keys" / "keystone" / "fernet" / "0").write_text("token key")
-    (config / "passwords.yml").write_text("database_password: pw\n")
+    config.mkdir()
+    write_secrets(config, lambda key: "old-pw" if key == "database_password" else f"pw-{key}")
     return config
 
 
@@ -34,7 +33,9 @@ def a_backup(directory, name, archive=b"stream", releases=None, secrets=None):
 
 def test_the_data_secrets_are_the_passwords_and_keystones_credential_keys_not_its_token_keys(tmp_path):
     config = operator_folder(tmp_path)
-    assert sorted(data_secrets(config)) == ["keys/keystone/credential/0", "passwords.yml"]
+    secrets = data_secrets(config)
+    assert list(secrets["keys"]) == ["keys/keystone/credential/0", "keys/keystone/credential/1"]
+    assert "database_password" in secrets["passwords"] and "old-pw" not in json.dumps(secrets)
 
 
 def test_a_partial_backup_is_not_listed_and_a_corrupt_or_unknown_one_is_refused_by_name(tmp_path):
@@ -67,12 +68,16 @@ def test_a_restore_under_other_releases_or_other_secrets_is_refused_naming_them(
     manifest = {"name": "b", "releases": {"keystone": "2026.1", "nova_api": "2026.1"}, "secrets": data_secrets(config)}
     assert release_problems(manifest, {"keystone": "2026.1", "nova_api": "2026.1", "glance_api": "2026.2"}) == []
     assert secret_problems(manifest, config, tmp_path / "b") == []
-    (config / "keys" / "keystone" / "credential" / "1").write_text("key1")
-    (config / "keys" / "keystone" / "fernet" / "1").write_text("a rotated token key: no matter")
+    (config / "keys" / "keystone" / "fernet" / "9").write_text("a rotated token key: no matter")
+    manifest["secrets"]["passwords"].pop("glance_database_password")   # a password added since: no matter
+    assert secret_problems(manifest, config, tmp_path / "b") == []
+    (config / "keys" / "keystone" / "credential" / "2").write_text("a new key")
+    (config / "passwords.yml").write_text((config / "passwords.yml").read_text().replace("old-pw", "rotated"))
     [releases] = release_problems(manifest, {"keystone": "2026.1", "nova_api": "2026.2"})
     assert "nova_api: 2026.1 then, 2026.2 now" in releases and "keystone" not in releases
     [secrets] = secret_problems(manifest, config, tmp_path / "b")
-    assert "keys/keystone/credential/1 differ" in secrets and "secrets.tar" in secrets
+    assert "passwords.yml: database_password, keys/keystone/credential/2 differ" in secrets, secrets
+    assert "secrets.tar" in secrets and "rotated" not in secrets
 
 
 def test_mariabackups_info_files_are_read_as_keys_and_values():
