@@ -211,33 +211,6 @@ def test_logs_from_the_cli_and_in_the_host_log_folder(aio):
     assert aio.run("logs", "nosuch", check=False).returncode != 0
 
 
-def test_rabbitmq_is_drained_before_an_upgrade_replaces_it(aio, docker_client):
-    """An upgrade of rabbitmq (a new image: the built one plus a label) puts the old
-    node in maintenance mode before stopping it, so its clients and queue leaders
-    move before it goes; the new node starts out of maintenance (its check connects
-    to AMQP) with the users its data volume holds."""
-    name = aio.name("rabbitmq")
-    old = docker_client.containers.get(name)
-    tag = f"{IMAGES}/rabbitmq:kstaio-new"
-    docker_client.images.build(fileobj=io.BytesIO(f"FROM {old.image.id}\nLABEL kolla.test=kstaio\n".encode()),
-                               tag=tag, rm=True)
-    try:
-        aio.write_globals(rabbitmq_tag="kstaio-new")
-        done = aio.run("upgrade", "--services", "rabbitmq")
-        # Progress (salt-call's stderr): it ran, and did not fail.
-        assert f"[kolla] {name}: rabbitmq-upgrade --timeout 25 drain\n" in done.stderr, done.stderr
-        retired = docker_client.containers.get(f"{name}.gen{old.labels['kolla.generation']}")
-        assert "This node is being put into maintenance (drain) mode" in retired.logs().decode(errors="replace")
-        new = docker_client.containers.get(name)
-        assert new.image.tags == [tag]
-        check = new.attrs["Config"]["Healthcheck"]["Test"][1:]   # kolla_rabbitmq_check: its AMQP listener serves
-        assert new.exec_run(check).exit_code == 0, check
-        assert "openstack" in new.exec_run(["rabbitmqctl", "-q", "list_users"]).output.decode()
-    finally:
-        aio.write_globals(rabbitmq_tag="")
-        docker_client.images.remove(tag, force=True)   # the container keeps its image by id until destroy
-
-
 def table_checksums(docker_client, env, tables=("keystone.project", "keystone.user", "keystone.local_user",
                                                  "keystone.assignment")):
     """CHECKSUM TABLE of keystone's tables, as the database holds them now."""
@@ -308,6 +281,33 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     assert [s for s in SERVICES if after[s] != running[s]] == ["mariadb", "keystone"]
     assert len(aio.run("mariadb-backup", "--list").stdout.splitlines()) == 3   # the heading, it, what it replaced
     assert " 0 changed, 0 failed" in aio.run("deploy", "--test").stdout
+
+
+def test_rabbitmq_is_drained_before_an_upgrade_replaces_it(aio, docker_client):
+    """An upgrade of rabbitmq (a new image: the built one plus a label) puts the old
+    node in maintenance mode before stopping it, so its clients and queue leaders
+    move before it goes; the new node starts out of maintenance (its check connects
+    to AMQP) with the users its data volume holds."""
+    name = aio.name("rabbitmq")
+    old = docker_client.containers.get(name)
+    tag = f"{IMAGES}/rabbitmq:kstaio-new"
+    docker_client.images.build(fileobj=io.BytesIO(f"FROM {old.image.id}\nLABEL kolla.test=kstaio\n".encode()),
+                               tag=tag, rm=True)
+    try:
+        aio.write_globals(rabbitmq_tag="kstaio-new")
+        done = aio.run("upgrade", "--services", "rabbitmq")
+        # Progress (salt-call's stderr): it ran, and did not fail.
+        assert f"[kolla] {name}: rabbitmq-upgrade --timeout 25 drain\n" in done.stderr, done.stderr
+        retired = docker_client.containers.get(f"{name}.gen{old.labels['kolla.generation']}")
+        assert "This node is being put into maintenance (drain) mode" in retired.logs().decode(errors="replace")
+        new = docker_client.containers.get(name)
+        assert new.image.tags == [tag]
+        check = new.attrs["Config"]["Healthcheck"]["Test"][1:]   # kolla_rabbitmq_check: its AMQP listener serves
+        assert new.exec_run(check).exit_code == 0, check
+        assert "openstack" in new.exec_run(["rabbitmqctl", "-q", "list_users"]).output.decode()
+    finally:
+        aio.write_globals(rabbitmq_tag="")
+        docker_client.images.remove(tag, force=True)   # the container keeps its image by id until destroy
 
 
 def test_stop_then_destroy_keep_the_data_volumes(aio, docker_client):
