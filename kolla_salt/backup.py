@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from .errors import KollaError, ValidationError
+from .galera import DATADIR
 from .pins import changed, fingerprints
 from .private import redact, write_private
 
@@ -34,13 +35,13 @@ ARCHIVE = "mariadb.xb.gz"
 SECRETS = "secrets.tar"
 MANIFEST = "manifest.json"
 PARTIAL = ".partial"
-DATADIR = "/var/lib/mysql"
 # What of the operator folder the data needs: the services' database and keystone
 # passwords are stored in the database (mysql.user, keystone's users), and keystone's
 # credential keys encrypt its credential rows. A restore with other ones would leave
 # services locked out or rows unreadable. (Fernet token keys are not data: tokens are
 # not stored.) Both go into secrets.tar; the manifest keeps fingerprints to compare.
-DATA_SECRETS = ("passwords.yml", "keys/keystone/credential")
+CREDENTIAL_KEYS = "keys/keystone/credential"
+DATA_SECRETS = ("passwords.yml", CREDENTIAL_KEYS)
 # In the member, as its user: the stream on stdout, gzipped there (less through the
 # Docker API); the LSNs and binlog position beside it, read afterwards.
 LSN_DIR = "/tmp/kolla-backup"
@@ -65,7 +66,7 @@ def sha256_of(path):
 
 def credential_keys(config_dir):
     """{path relative to the operator folder: sha256} of keystone's credential keys."""
-    keys = Path(config_dir) / DATA_SECRETS[1]
+    keys = Path(config_dir) / CREDENTIAL_KEYS
     return {str(p.relative_to(config_dir)): sha256_of(p) for p in sorted(keys.rglob("*")) if p.is_file()}
 
 
@@ -82,14 +83,35 @@ def key_values(text):
     return {key.strip(): value.strip() for key, sep, value in pairs if sep}
 
 
+def datadir_volume(member):
+    """The named volume the member (a container) holds its datadir in."""
+    volume = next((m["Name"] for m in member.attrs["Mounts"] if m["Destination"] == DATADIR and m["Type"] == "volume"),
+                  None)
+    if volume is None:
+        raise KollaError(f"{member.name}: no named volume at {DATADIR}")
+    return volume
+
+
 def datadir_bytes(client, member):
     """How much the member's datadir holds (the volume's folder on this host)."""
-    mount = next((m for m in member.attrs["Mounts"] if m["Destination"] == DATADIR), None)
-    if mount is None:
-        raise KollaError(f"{member.name}: no volume at {DATADIR}")
-    source = mount["Source"] if mount["Type"] == "bind" else client.volumes.get(mount["Name"]).attrs["Mountpoint"]
+    source = client.volumes.get(datadir_volume(member)).attrs["Mountpoint"]
     return sum(os.path.getsize(os.path.join(root, f)) for root, _, files in os.walk(source) for f in files
                if not os.path.islink(os.path.join(root, f)))
+
+
+def write_new(path, chunks):
+    """Writes `chunks` (bytes) to the new file `path`, 0600 from its first byte and on
+    disk before it returns; {file, bytes, sha256}."""
+    digest, written = hashlib.sha256(), 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        for chunk in chunks:
+            f.write(chunk)
+            digest.update(chunk)
+            written += len(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+    return {"file": Path(path).name, "bytes": written, "sha256": digest.hexdigest()}
 
 
 class Backups:
@@ -192,27 +214,26 @@ class Backups:
         """Runs BACKUP_SCRIPT in the member, its stdout into `path` (0600); {file, bytes, sha256}."""
         exec_id = client.api.exec_create(member.id, ["bash", "-o", "pipefail", "-c", BACKUP_SCRIPT],
                                          user="mysql")["Id"]
-        digest, written, said, log = hashlib.sha256(), 0, time.monotonic(), []
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            for stdout, stderr in client.api.exec_start(exec_id, stream=True, demux=True):
-                if stdout:
-                    f.write(stdout)
-                    digest.update(stdout)
-                    written += len(stdout)
-                if stderr:
-                    log.append(stderr)
+        log = []
+
+        def stdout():
+            """The stream's stdout; its stderr (mariabackup's log) kept; progress said."""
+            written, said = 0, time.monotonic()
+            for data, errors in client.api.exec_start(exec_id, stream=True, demux=True):
+                log.append(errors or b"")
+                written += len(data or b"")
                 if time.monotonic() - said >= PROGRESS_SECONDS:
                     said = time.monotonic()
                     out(f"{member.name}: {written >> 20} MiB written")
-            f.flush()
-            os.fsync(f.fileno())
+                yield data or b""
+
+        archive = write_new(path, stdout())
         code = client.api.exec_inspect(exec_id)["ExitCode"]
         if code != 0:
             text = redact(b"".join(log).decode(errors="replace"), secrets)
             raise KollaError(f"mariadb-backup: mariabackup in {member.name} failed (exit {code}); the partial "
                              f"backup {path.parent} goes at the next one:\n" + "\n".join(text.splitlines()[-15:]))
-        return {"file": path.name, "bytes": written, "sha256": digest.hexdigest()}
+        return archive
 
     @staticmethod
     def _read(member, command):
@@ -227,10 +248,7 @@ class Backups:
             for relative in DATA_SECRETS:
                 if (Path(config_dir) / relative).exists():
                     tar.add(Path(config_dir) / relative, arcname=relative)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(buffer.getvalue())
-        return {"file": path.name, "bytes": len(buffer.getvalue()), "sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+        return write_new(path, [buffer.getvalue()])
 
 
 def release_problems(manifest, releases):
@@ -259,10 +277,10 @@ def restore_datadir(client, member, directory, name, out=lambda m: None):
     """Runs kolla_mariadb_restore in a one-shot container of the member's image, the
     member stopped: its datadir volume read-write, the backup directory read-only, no
     network. Raises KollaError with its output's end when it fails."""
-    volume = next((m["Name"] for m in member.attrs["Mounts"] if m["Destination"] == DATADIR and m["Type"] == "volume"),
-                  None)
-    if volume is None:
-        raise KollaError(f"{member.name}: no named volume at {DATADIR}")
+    volume = datadir_volume(member)
+    # Left by a restore killed while it ran: the restore starts again.
+    for leftover in client.containers.list(all=True, filters={"name": f"^{member.name}_restore$"}):
+        leftover.remove(force=True)
     # root: the prepared files are moved in and given to mysql (chown).
     job = client.containers.run(member.image.id, ["kolla_mariadb_restore", f"/backup/{name}/{ARCHIVE}"],
                                 entrypoint=[], user="root", network_mode="none", detach=True,

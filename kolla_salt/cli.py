@@ -1,6 +1,7 @@
 """kolla-salt: build images, deploy, reconfigure, upgrade and roll back
 containerized OpenStack with Salt. Every subcommand has --help."""
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -885,10 +886,13 @@ def cmd_mariadb_recovery(args):
     return 0 if failed == 0 else 1
 
 
+Database = collections.namedtuple("Database", "backups member writers jobs")
+
+
 def _database_here(args, pillar):
-    """(the Backups of this deployment, its mariadb member container, the containers of
-    the services that write to the database in deploy order, the jobs that fill it):
-    on one host only."""
+    """This host's Database: the Backups of this deployment, its mariadb member
+    container, the containers of the services that write to the database in deploy
+    order, the jobs that fill it. On one host only."""
     from .backup import Backups, backup_directory
     from .galera import member
     settings = pillar["kolla"]["settings"]
@@ -908,19 +912,21 @@ def _database_here(args, pillar):
     fill = {s["name"]: [job["name"] for job in s["jobs"] + s["post_jobs"] if database in (job.get("fills") or ())]
             for s in pillar["kolla"]["services"]}
     writers = [c["spec"]["name"] for s in pillar["kolla"]["services"] if fill[s["name"]] for c in s["containers"]]
-    return Backups(backup_directory(settings)), container, writers, [job for jobs in fill.values() for job in jobs]
+    return Database(Backups(backup_directory(settings)), container, writers,
+                    [job for jobs in fill.values() for job in jobs])
 
 
-def _backup(args, pillar, why):
-    """Takes a backup of this host's database; returns its manifest."""
+def _backup(args, pillar, why, database=None):
+    """Takes a backup of this host's database (`database`: its _database_here, when the
+    caller has it); returns its manifest."""
     from .containers import ContainerManager
     from .inventory import load_passwords
     from .releases import running_releases
-    backups, member, _, jobs = _database_here(args, pillar)
+    database = database or _database_here(args, pillar)
     settings = pillar["kolla"]["settings"]
     releases = running_releases(_client(), settings["container_name_prefix"])
-    jobs = ContainerManager.from_settings(settings, client=_client()).job_records(jobs)
-    return backups.take(_client(), member, args.config_dir, releases, why, jobs=jobs,
+    jobs = ContainerManager.from_settings(settings, client=_client()).job_records(database.jobs)
+    return database.backups.take(_client(), database.member, args.config_dir, releases, why, jobs=jobs,
                         out=lambda m: print(f"[mariadb-backup] {m}", flush=True),
                         secrets=load_passwords(args.config_dir).values())
 
@@ -955,24 +961,23 @@ def _confirmed(args):
     return answer == "yes"
 
 
-def _restore_checked(args, pillar, name, releases):
-    """(the backup's manifest, its Backups, the member, the writers) once backup `name`
-    is whole, fits containers at `releases` and the operator folder's secrets, and the
-    operator agreed; ValidationError naming the problems, or None if not agreed."""
+def _restore_checked(args, database, name, releases):
+    """The manifest of backup `name` once it is whole, fits containers at `releases`
+    and the operator folder's secrets, and the operator agreed; ValidationError naming
+    the problems, or None if not agreed."""
     from .backup import release_problems, secret_problems
-    backups, member, writers, _ = _database_here(args, pillar)
-    manifest = backups.find(name)
+    manifest = database.backups.find(name)
     problems = (release_problems(manifest, releases)
-                + secret_problems(manifest, args.config_dir, backups.directory / name))
+                + secret_problems(manifest, args.config_dir, database.backups.directory / name))
     if problems:
         raise ValidationError(problems)
-    print(f"This puts back the database of {member.name} as backup {name} holds it ({manifest['taken']}, "
+    print(f"This puts back the database of {database.member.name} as backup {name} holds it ({manifest['taken']}, "
           f"{manifest['why']}): everything written since is lost, though a backup of the data it replaces is "
-          f"taken first. Stopped meanwhile: {', '.join(writers) or 'nothing else'}.")
-    return (manifest, backups, member, writers) if _confirmed(args) else None
+          f"taken first. Stopped meanwhile: {', '.join(database.writers) or 'nothing else'}.")
+    return manifest if _confirmed(args) else None
 
 
-def _restore(args, pillar, manifest, backups, member, writers, restart_writers=True):
+def _restore(args, pillar, database, manifest, restart_writers=True):
     """Backs up what it replaces, stops the writers (reverse deploy order, drained) and
     the member, restores the datadir and the records of the jobs that fill it, starts
     the member (and, `restart_writers`, the writers; always when the restore failed:
@@ -984,12 +989,13 @@ def _restore(args, pillar, manifest, backups, member, writers, restart_writers=T
     manager = ContainerManager.from_settings(pillar["kolla"]["settings"], load_passwords(args.config_dir).values(),
                                              client=_client(),
                                              out=lambda m: print(f"[{args.command}] {m}", flush=True))
-    before = _backup(args, pillar, f"before restoring {manifest['name']} (kolla-salt {args.command})")
-    stopped = manager.stop_each(writers[::-1])
+    before = _backup(args, pillar, f"before restoring {manifest['name']} (kolla-salt {args.command})", database)
+    member = database.member
+    stopped = manager.stop_each(database.writers[::-1])
     restored = False
     try:
         manager.stop_each([member.name])
-        restore_datadir(_client(), member, backups.directory, manifest["name"],
+        restore_datadir(_client(), member, database.backups.directory, manifest["name"],
                         out=lambda m: print(f"[{args.command}] {m}", flush=True))
         manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
         restored = True
@@ -1005,12 +1011,14 @@ def cmd_mariadb_restore(args):
     from .releases import running_releases
     pillar = _validated_pillar(args)
     settings = pillar["kolla"]["settings"]
-    checked = _restore_checked(args, pillar, args.backup, running_releases(_client(), settings["container_name_prefix"]))
-    if checked is None:
+    database = _database_here(args, pillar)
+    manifest = _restore_checked(args, database, args.backup,
+                                running_releases(_client(), settings["container_name_prefix"]))
+    if manifest is None:
         return 1
     started = time.monotonic()
     with healthloop.ledger(settings).paused_restarts():
-        before = _restore(args, pillar, *checked)
+        before = _restore(args, pillar, database, manifest)
     print(f"[mariadb-restore] the database holds backup {args.backup} again ({time.monotonic() - started:.0f} s); "
           f"what it replaced is backup {before['name']}")
     return 0
@@ -1033,14 +1041,14 @@ def _rollback_release(args):
         raise ValidationError([f"--release: nothing here runs a release newer than {args.release}: `rollback "
                                f"--release` goes back after an upgrade (`upgrade --release` goes forward)"])
     back = {name: args.release for name in running}
-    backups = _database_here(args, pillar)[0]
-    fitting = [m["name"] for m in backups.list() if not release_problems(m, back)]
+    database = _database_here(args, pillar)
+    fitting = [m["name"] for m in database.backups.list() if not release_problems(m, back)]
     if not fitting:
-        raise ValidationError([f"--release {args.release}: no backup in {backups.directory} was taken under "
+        raise ValidationError([f"--release {args.release}: no backup in {database.backups.directory} was taken under "
                                f"{args.release} (an upgrade takes one before its migrations): the database cannot "
                                f"go back with the containers, so nothing was changed"])
-    checked = _restore_checked(args, pillar, fitting[-1], back)
-    if checked is None:
+    manifest = _restore_checked(args, database, fitting[-1], back)
+    if manifest is None:
         return 1
     started = time.monotonic()
     with healthloop.ledger(settings).paused_restarts():
@@ -1048,7 +1056,7 @@ def _rollback_release(args):
             user_globals["openstack_release"] = args.release
             pins.services.clear()
             pins.containers.clear()
-        before = _restore(args, pillar, *checked, restart_writers=False)
+        before = _restore(args, pillar, database, manifest, restart_writers=False)
     args.services, args.test = None, False
     args.allow_release_jump = f"the database went back to backup {fitting[-1]}"
     code = _deploy(args, _validated_pillar(args))
