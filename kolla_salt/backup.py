@@ -13,6 +13,12 @@ named by the time it was taken:
 A backup is written as NAME.partial and renamed once whole: a killed backup is never
 listed, and the next one clears it. A restore checks the archive's sha256, the
 releases and the secrets before it stops anything.
+
+Through a master (a Galera cluster, salt/_runners/kolla_galera.py) the archive and
+the manifest stay on the member's host that was copied, and secrets.tar stays on the
+master beside the operator folder it comes from: secrets never travel through Salt.
+On a Galera member the copy runs desynced (`desynced`): the cluster does not wait for
+it, and haproxy sends it no client meanwhile.
 """
 import contextlib
 import datetime
@@ -27,7 +33,7 @@ import time
 from pathlib import Path
 
 from .errors import KollaError, ValidationError
-from .galera import DATADIR
+from .galera import DATADIR, query
 from .pins import changed, fingerprints
 from .private import redact, write_private
 
@@ -46,8 +52,51 @@ DATA_SECRETS = ("passwords.yml", CREDENTIAL_KEYS)
 # Docker API); the LSNs and binlog position beside it, read afterwards.
 LSN_DIR = "/tmp/kolla-backup"
 BACKUP_SCRIPT = (f"rm -rf {LSN_DIR} && mariadb-backup --defaults-extra-file=/etc/mysql/kolla-client.cnf --backup "
-                 f"--stream=xbstream --target-dir=/tmp --extra-lsndir={LSN_DIR} | gzip -1")
+                 f"--stream=xbstream --target-dir=/tmp --extra-lsndir={LSN_DIR} {{incremental}}| gzip -1")
 PROGRESS_SECONDS = 10
+
+
+SYNCED_SECONDS = 300
+
+
+def database_parts(services, prefix):
+    """(the name of the container holding the datadir, the containers of the services
+    that write to the database in deploy order, the jobs here that fill it) of a host's
+    pillar services (None for the first when mariadb is not on that host). A service
+    whose jobs fill the database volume (`fills`, on every host of the service) keeps
+    its data there (kolla_salt.inventory)."""
+    from .galera import member
+    database = f"{prefix}mariadb"
+    mariadb = next((s for s in services if s["name"] == "mariadb"), None)
+    writers = [c["spec"]["name"] for s in services if database in s.get("fills", ()) for c in s["containers"]]
+    jobs = [job["name"] for s in services for job in s["jobs"] + s["post_jobs"] if database in (job.get("fills") or ())]
+    return member(mariadb)["spec"]["name"] if mariadb else None, writers, jobs
+
+
+@contextlib.contextmanager
+def desynced(member, out=lambda m: None):
+    """A Galera member out of the cluster's flow control while the body runs
+    (wsrep_desync): the others do not wait for it while mariabackup holds its locks,
+    and its clustercheck answers 503 meanwhile, so haproxy sends it no client. Back in
+    sync (Synced) before it returns. Yields whether the member is a Galera one."""
+    if query(member, "SELECT @@wsrep_on") != "1":
+        yield False
+        return
+    if query(member, "SET GLOBAL wsrep_desync = ON") is None:
+        raise KollaError(f"mariadb-backup: {member.name} could not be desynced from its cluster")
+    out(f"{member.name}: desynced from the cluster for the copy")
+    try:
+        yield True
+    finally:
+        query(member, "SET GLOBAL wsrep_desync = OFF")
+        deadline = time.monotonic() + SYNCED_SECONDS
+        while (state := query(member, "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE "
+                                      "VARIABLE_NAME = 'WSREP_LOCAL_STATE_COMMENT'")) != "Synced":
+            if time.monotonic() > deadline:
+                raise KollaError(f"mariadb-backup: {member.name} is {state} {SYNCED_SECONDS} s after the copy, "
+                                 f"not Synced")
+            time.sleep(0.5)
+        out(f"{member.name}: Synced again")
 
 
 def backup_directory(settings):
@@ -158,7 +207,15 @@ class Backups:
             manifest = json.loads((folder / MANIFEST).read_text())
         except ValueError as error:
             raise ValidationError([f"{folder / MANIFEST}: unreadable ({error})"])
+        if manifest.get("kind") == "incremental":
+            try:
+                self.find(manifest["base"])
+            except ValidationError as error:
+                raise ValidationError([f"backup {name} holds only what changed since backup {manifest['base']}, "
+                                       f"which is not whole: {'; '.join(error.problems)}"])
         for part in ("archive", "secrets_archive"):
+            if part == "secrets_archive" and manifest.get(part) is None:   # kept on the master
+                continue
             recorded = manifest.get(part) or {}
             path = folder / recorded.get("file", "?")
             if not path.is_file():
@@ -168,15 +225,34 @@ class Backups:
                                        f"{name} is corrupt"])
         return manifest
 
-    def take(self, client, member, config_dir, releases, why, jobs=None, out=lambda m: None, secrets=()):
-        """Backs up the running `member` (a container); returns its manifest. `jobs`: the
-        records of the jobs that fill the database (ContainerManager.job_records), which
-        a restore puts back with the data."""
+    def chain(self, manifest):
+        """The names of the backups a restore of `manifest` applies, oldest first: a
+        full one, or an incremental's base and then it."""
+        return [manifest["base"], manifest["name"]] if manifest.get("kind") == "incremental" else [manifest["name"]]
+
+    def base_for_incremental(self):
+        """The manifest of the newest full backup (an incremental holds what changed since)."""
+        full = [m for m in self.list() if m.get("kind") == "full"]
+        if not full:
+            raise ValidationError([f"--incremental: {self.directory} holds no full backup to start from "
+                                   f"(`kolla-salt mariadb-backup` takes one)"])
+        return self.find(full[-1]["name"])
+
+    def take(self, client, member, releases, why, secrets, jobs=None, out=lambda m: None, redacted=(),
+             config_dir=None, incremental=False):
+        """Backs up the running `member` (a container); returns its manifest.
+        `secrets`: data_secrets of the operator folder; `config_dir`: that folder when it
+        is on this host (its DATA_SECRETS go into secrets.tar), else None. `jobs`: the
+        records of the jobs that fill the database (ContainerManager.job_records; {host:
+        records} through a master), which a restore puts back with the data.
+        `redacted`: the passwords mariabackup's log may show. `incremental`: only the
+        pages changed since the newest full backup (from its LSN on)."""
         if member.status != "running":
             raise KollaError(f"mariadb-backup: {member.name} is not running ({member.status}): mariabackup copies "
                              f"from a running server")
         needed = datadir_bytes(client, member)
         with self.locked():
+            base = self.base_for_incremental() if incremental else None
             free = shutil.disk_usage(self.directory).free
             if free < needed:
                 raise ValidationError([f"{self.where}: {self.directory} has {free >> 20} MiB free; the datadir of "
@@ -190,19 +266,23 @@ class Backups:
             folder = self.directory / (name + PARTIAL)
             folder.mkdir(mode=0o700)
             out(f"{member.name}: mariabackup streams its datadir ({needed >> 20} MiB) to {self.directory / name}")
-            archive = self._stream(client, member, folder / ARCHIVE, out, secrets)
+            since = f"--incremental-lsn={int(base['position']['to_lsn'])} " if base else ""
+            with desynced(member, out) as galera:
+                archive = self._stream(client, member, folder / ARCHIVE, BACKUP_SCRIPT.format(incremental=since),
+                                       out, redacted)
             info = key_values(self._read(member, f"cat {LSN_DIR}/xtrabackup_checkpoints {LSN_DIR}/xtrabackup_info && rm -rf {LSN_DIR}"))
-            secrets_archive = self._secrets(config_dir, folder / SECRETS)
+            secrets_archive = write_secrets(config_dir, folder / SECRETS) if config_dir else None
             manifest = {
-                "name": name, "kind": "full", "why": why,
+                "name": name, "kind": "incremental" if base else "full", **({"base": base["name"]} if base else {}),
+                "why": why,
                 "taken": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
-                "seconds": round(time.time() - started, 1), "member": member.name,
+                "seconds": round(time.time() - started, 1), "member": member.name, "desynced": galera,
                 "image": member.image.tags[0] if member.image.tags else member.image.id,
                 "releases": releases,
                 "position": {key: info[key] for key in ("binlog_pos", "from_lsn", "to_lsn", "last_lsn",
                                                         "server_version") if key in info},
                 "datadir_bytes": needed, "archive": archive, "secrets_archive": secrets_archive,
-                "secrets": data_secrets(config_dir), "jobs": jobs or {},
+                "secrets": secrets, "jobs": jobs or {},
             }
             write_private(folder / MANIFEST, json.dumps(manifest, indent=2) + "\n", durable=True)
             os.rename(folder, self.directory / name)
@@ -210,9 +290,9 @@ class Backups:
         return manifest
 
     @staticmethod
-    def _stream(client, member, path, out, secrets):
-        """Runs BACKUP_SCRIPT in the member, its stdout into `path` (0600); {file, bytes, sha256}."""
-        exec_id = client.api.exec_create(member.id, ["bash", "-o", "pipefail", "-c", BACKUP_SCRIPT],
+    def _stream(client, member, path, script, out, redacted):
+        """Runs `script` (BACKUP_SCRIPT) in the member, its stdout into `path` (0600); {file, bytes, sha256}."""
+        exec_id = client.api.exec_create(member.id, ["bash", "-o", "pipefail", "-c", script],
                                          user="mysql")["Id"]
         log = []
 
@@ -230,7 +310,7 @@ class Backups:
         archive = write_new(path, stdout())
         code = client.api.exec_inspect(exec_id)["ExitCode"]
         if code != 0:
-            text = redact(b"".join(log).decode(errors="replace"), secrets)
+            text = redact(b"".join(log).decode(errors="replace"), redacted)
             raise KollaError(f"mariadb-backup: mariabackup in {member.name} failed (exit {code}); the partial "
                              f"backup {path.parent} goes at the next one:\n" + "\n".join(text.splitlines()[-15:]))
         return archive
@@ -240,15 +320,17 @@ class Backups:
         result = member.exec_run(["sh", "-c", command], user="mysql")
         return result.output.decode(errors="replace") if result.exit_code == 0 else ""
 
-    @staticmethod
-    def _secrets(config_dir, path):
-        """DATA_SECRETS' files in a tar (0600); {file, bytes, sha256}."""
-        buffer = io.BytesIO()
-        with tarfile.open(fileobj=buffer, mode="w") as tar:
-            for relative in DATA_SECRETS:
-                if (Path(config_dir) / relative).exists():
-                    tar.add(Path(config_dir) / relative, arcname=relative)
-        return write_new(path, [buffer.getvalue()])
+
+
+def write_secrets(config_dir, path):
+    """DATA_SECRETS' files of the operator folder in a new tar at `path` (0600); {file,
+    bytes, sha256}."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for relative in DATA_SECRETS:
+            if (Path(config_dir) / relative).exists():
+                tar.add(Path(config_dir) / relative, arcname=relative)
+    return write_new(path, [buffer.getvalue()])
 
 
 def release_problems(manifest, releases):
@@ -273,16 +355,17 @@ def secret_problems(manifest, config_dir, folder):
             f"data depends on them: {folder / SECRETS} holds those; put them back first)"] if differing else []
 
 
-def restore_datadir(client, member, directory, name, out=lambda m: None):
+def restore_datadir(client, member, directory, chain, out=lambda m: None):
     """Runs kolla_mariadb_restore in a one-shot container of the member's image, the
     member stopped: its datadir volume read-write, the backup directory read-only, no
-    network. Raises KollaError with its output's end when it fails."""
+    network. `chain`: the backups to apply (Backups.chain). Raises KollaError with its
+    output's end when it fails."""
     volume = datadir_volume(member)
     # Left by a restore killed while it ran: the restore starts again.
     for leftover in client.containers.list(all=True, filters={"name": f"^{member.name}_restore$"}):
         leftover.remove(force=True)
     # root: the prepared files are moved in and given to mysql (chown).
-    job = client.containers.run(member.image.id, ["kolla_mariadb_restore", f"/backup/{name}/{ARCHIVE}"],
+    job = client.containers.run(member.image.id, ["kolla_mariadb_restore"] + [f"/backup/{name}/{ARCHIVE}" for name in chain],
                                 entrypoint=[], user="root", network_mode="none", detach=True,
                                 name=f"{member.name}_restore",
                                 volumes={volume: {"bind": DATADIR, "mode": "rw"},

@@ -892,60 +892,107 @@ Database = collections.namedtuple("Database", "backups member writers jobs")
 def _database_here(args, pillar):
     """This host's Database: the Backups of this deployment, its mariadb member
     container, the containers of the services that write to the database in deploy
-    order, the jobs that fill it. On one host only."""
-    from .backup import Backups, backup_directory
-    from .galera import member
+    order, the jobs that fill it. On one host only (through a master: the runner
+    kolla_galera's backup and restore)."""
+    from .backup import Backups, backup_directory, database_parts
     settings = pillar["kolla"]["settings"]
-    if settings.get("database_cluster"):
-        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on several hosts (a Galera cluster); "
-                               f"backups and restores of a cluster are not supported yet"])
-    mariadb = next((s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"), None)
-    if mariadb is None:
+    name, writers, jobs = database_parts(pillar["kolla"]["services"], settings["container_name_prefix"])
+    if name is None:
         raise ValidationError([f"{args.config_dir}/globals.yml: mariadb is not deployed on this host "
                                f"(enable_mariadb, roles)"])
-    name = member(mariadb)["spec"]["name"]
     container = next(iter(_client().containers.list(all=True, filters={"name": f"^{name}$"})), None)
     if container is None:
         raise KollaError(f"{name}: no such container; `kolla-salt deploy` makes it")
-    database = f"{settings['container_name_prefix']}mariadb"
-    # A service whose jobs fill the database volume keeps its data there (kolla_salt.inventory).
-    fill = {s["name"]: [job["name"] for job in s["jobs"] + s["post_jobs"] if database in (job.get("fills") or ())]
-            for s in pillar["kolla"]["services"]}
-    writers = [c["spec"]["name"] for s in pillar["kolla"]["services"] if fill[s["name"]] for c in s["containers"]]
-    return Database(Backups(backup_directory(settings)), container, writers,
-                    [job for jobs in fill.values() for job in jobs])
+    return Database(Backups(backup_directory(settings)), container, writers, jobs)
 
 
-def _backup(args, pillar, why, database=None):
+def _backup(args, pillar, why, database=None, incremental=False):
     """Takes a backup of this host's database (`database`: its _database_here, when the
     caller has it); returns its manifest."""
+    from .backup import data_secrets
     from .containers import ContainerManager
     from .inventory import load_passwords
     from .releases import running_releases
+    if args.master:
+        return _backup_through_master(args, why, incremental)
     database = database or _database_here(args, pillar)
     settings = pillar["kolla"]["settings"]
     releases = running_releases(_client(), settings["container_name_prefix"])
     jobs = ContainerManager.from_settings(settings, client=_client()).job_records(database.jobs)
-    return database.backups.take(_client(), database.member, args.config_dir, releases, why, jobs=jobs,
-                        out=lambda m: print(f"[mariadb-backup] {m}", flush=True),
-                        secrets=load_passwords(args.config_dir).values())
+    return database.backups.take(_client(), database.member, releases, why, data_secrets(args.config_dir),
+                                 jobs=jobs, out=lambda m: print(f"[mariadb-backup] {m}", flush=True),
+                                 redacted=load_passwords(args.config_dir).values(), config_dir=args.config_dir,
+                                 incremental=incremental)
+
+
+def _master_secrets(args, name):
+    """Where a backup taken through a master keeps the secrets its data depends on: on
+    the master, beside the operator folder they come from (never through Salt)."""
+    return Path(args.config_dir) / "mariadb-backups" / name / "secrets.tar"
+
+
+def _database_members(args, facts=None):
+    """(the hosts of mariadb, its placement target) through a master."""
+    members, step = args.master.members("mariadb", facts or args.master.preflight())
+    if not members:
+        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on no host (enable_mariadb, roles)"])
+    return members, step["target"]
+
+
+def _backup_through_master(args, why, incremental=False):
+    """kolla_galera.backup: the last Synced member is copied, desynced meanwhile; its
+    manifest (the backup stays on that host, the secrets here)."""
+    from .backup import data_secrets, write_secrets
+    _, target = _database_members(args)
+    print(f"[mariadb-backup] copying the last Synced member of {target}", flush=True)
+    ok, result = args.master.run("kolla_galera.backup", target=target, why=json.dumps(why),
+                                 secrets=json.dumps(data_secrets(args.config_dir)), incremental=incremental,
+                                 timeout=3700)
+    result = result if isinstance(result, dict) else {"error": str(result)}
+    if result.get("error") or not ok or not result.get("manifest"):
+        raise KollaError(result.get("error") or "salt-run kolla_galera.backup failed")
+    manifest = result["manifest"]
+    path = _master_secrets(args, manifest["name"])
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_secrets(args.config_dir, path)
+    print(f"[mariadb-backup] {result['host']}: backup {manifest['name']} ({manifest['archive']['bytes'] >> 20} MiB "
+          f"in {manifest['seconds']} s" + (", the member desynced meanwhile" if manifest.get("desynced") else "")
+          + f"); the secrets its data needs: {path}", flush=True)
+    return {**manifest, "host": result["host"]}
 
 
 def cmd_mariadb_backup(args):
     """A backup of the database (kolla_salt.backup), or the list of those kept."""
     from .backup import Backups, backup_directory
+    if args.list and args.incremental:
+        raise ValidationError(["--list, --incremental: one or the other"])
     if args.list:
-        backups = Backups(backup_directory(_settings(args)))
-        found = backups.list()
-        print(f"backups in {backups.directory}: {len(found)}")
-        for manifest in found:
-            print(f"{manifest['name']}\t{manifest['kind']}\t{manifest['archive']['bytes'] >> 20} MiB\t"
-                  f"{manifest['seconds']} s\t{', '.join(sorted(set(manifest['releases'].values()))) or '-'}\t"
-                  f"{manifest['why']}")
+        if args.master:
+            kept = _backups_through_master(args, _database_members(args)[0])
+        else:
+            backups = Backups(backup_directory(_settings(args)))
+            kept = {str(backups.directory): backups.list()}
+        for where, found in kept.items():
+            print(f"backups in {where}: {len(found)}")
+            for manifest in found:
+                kind = f"incremental of {manifest['base']}" if manifest["kind"] == "incremental" else "full"
+                print(f"{manifest['name']}\t{kind}\t{manifest['archive']['bytes'] >> 20} MiB\t"
+                      f"{manifest['seconds']} s\t{', '.join(sorted(set(manifest['releases'].values()))) or '-'}\t"
+                      f"{manifest['why']}")
         return 0
-    manifest = _backup(args, _validated_pillar(args), "asked (kolla-salt mariadb-backup)")
+    manifest = _backup(args, _validated_pillar(args), "asked (kolla-salt mariadb-backup)", incremental=args.incremental)
     print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
     return 0
+
+
+def _backups_through_master(args, members):
+    """{host: the manifests of its backups} of the database's hosts (kolla_backup.list)."""
+    found = args.master.returns(members, "kolla_backup.list", timeout=60)
+    silent = [h for h in members if not isinstance(found.get(h), list)]
+    if silent:
+        raise KollaError("mariadb-backup: " + ", ".join(silent) + " did not list their backups ("
+                         + "; ".join(str(found.get(h) or "no answer").strip().splitlines()[-1] for h in silent) + ")")
+    return {h: found[h] for h in members}
 
 
 def _confirmed(args):
@@ -995,7 +1042,7 @@ def _restore(args, pillar, database, manifest, restart_writers=True):
     restored = False
     try:
         manager.stop_each([member.name])
-        restore_datadir(_client(), member, database.backups.directory, manifest["name"],
+        restore_datadir(_client(), member, database.backups.directory, database.backups.chain(manifest),
                         out=lambda m: print(f"[{args.command}] {m}", flush=True))
         manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
         restored = True
@@ -1004,11 +1051,66 @@ def _restore(args, pillar, database, manifest, restart_writers=True):
     return before
 
 
+def _restore_through_master(args):
+    """mariadb-restore through a master: the checks here (the backup's files on its
+    host, releases of every host, the operator folder's secrets), a backup of what it
+    replaces, kolla_galera.restore (the cluster founded again from the member holding
+    the backup), then a deploy, which starts the writers again."""
+    from .backup import release_problems, secret_problems
+    facts = args.master.preflight()
+    members, target = _database_members(args, facts)
+    kept = _backups_through_master(args, members)
+    host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])), None)
+    if host is None:
+        raise ValidationError([f"{args.backup}: no such backup on {', '.join(members)} (backups: "
+                               + "; ".join(f"{h}: {', '.join(m['name'] for m in kept[h]) or 'none'}" for h in members)
+                               + ")"])
+    manifest = args.master.returns([host], "kolla_backup.find", json.dumps(args.backup), timeout=600).get(host)
+    if not isinstance(manifest, dict):
+        raise ValidationError([f"{host}: {str(manifest or 'no answer').strip().splitlines()[-1]}"])
+    releases = {f"{h}:{name}": release for h, found in facts.items() for name, release in found["releases"].items()}
+    problems = (release_problems(manifest, releases)
+                + secret_problems(manifest, args.config_dir, _master_secrets(args, args.backup).parent))
+    if problems:
+        raise ValidationError(problems)
+    print(f"This puts back the database of every member ({', '.join(members)}) as backup {args.backup} of {host} "
+          f"holds it ({manifest['taken']}, {manifest['why']}): everything written since is lost, though a backup of "
+          f"the data it replaces is taken first. The services that write to it are stopped meanwhile; the other "
+          f"members are emptied and copy the restored one.")
+    if not _confirmed(args):
+        return 1
+    started = time.monotonic()
+    before = _backup_through_master(args, f"before restoring {args.backup} (kolla-salt {args.command})")
+    print(f"[{args.command}] stopping the writers and the members, restoring on {host}", flush=True)
+    ok, result = args.master.run("kolla_galera.restore", target=target, host=json.dumps(host),
+                                 name=json.dumps(args.backup), timeout=3700)
+    result = result if isinstance(result, dict) else {"error": str(result)}
+    for each, names in sorted((result.get("stopped") or {}).items()):
+        print(f"[{args.command}] {each}: stopped {', '.join(names) if isinstance(names, list) else names}")
+    for line in result.get("said") or []:
+        print(f"[{args.command}] {host}: {line}")
+    for each, states in sorted((result.get("ret") or {}).items()):
+        summarise(states, out=lambda line, each=each: print(f"{each}: {line}"))
+    if result.get("error") or not ok:
+        print(f"[{args.command}] FAILED: {result.get('error') or 'salt-run kolla_galera.restore failed'}")
+        return 1
+    print(f"[{args.command}] the members hold backup {args.backup} ({result.get('seconds')} s); the deploy starts the "
+          f"writers again", flush=True)
+    args.services, args.test = None, False
+    code = _orchestrate(args, "kolla.deploy", facts, args.master.pillars(facts), [])
+    print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
+          f"{args.backup} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']} of "
+          f"{before['host']}")
+    return code
+
+
 def cmd_mariadb_restore(args):
     """Puts the database back as backup NAME holds it: checks first, takes a backup of
     what it replaces, stops the services that write to the database, restores the
     datadir, starts them again (docs/operations.md: "Database backups")."""
     from .releases import running_releases
+    if args.master:
+        return _restore_through_master(args)
     pillar = _validated_pillar(args)
     settings = pillar["kolla"]["settings"]
     database = _database_here(args, pillar)
@@ -1201,11 +1303,15 @@ def build_parser():
     p.add_argument("--cidr", default="10.0.0.0/24", help="the subnet's range (default 10.0.0.0/24)")
     p.add_argument("--public-key", metavar="FILE", help="the keypair's public key (default: a new keypair, "
                                                        "its private key in the operator folder as PREFIXkey.pem)")
-    p = add("mariadb-backup", cmd_mariadb_backup, "back up this host's database with mariabackup while it serves "
-            "(kept in mariadb_backup_directory with a manifest and the secrets its data needs)")
+    p = add("mariadb-backup", cmd_mariadb_backup, "back up the database with mariabackup while it serves "
+            "(kept in mariadb_backup_directory with a manifest and the secrets its data needs; through a master: "
+            "of the last Synced Galera member, desynced meanwhile)")
     p.add_argument("--list", action="store_true", help="list the backups kept, oldest first")
-    p = add("mariadb-restore", cmd_mariadb_restore, "put this host's database back as a backup holds it (asks first; "
-            "a backup of the data it replaces is taken first)")
+    p.add_argument("--incremental", action="store_true", help="only what changed since the newest full backup "
+                   "(a restore applies both)")
+    p = add("mariadb-restore", cmd_mariadb_restore, "put the database back as a backup holds it (asks first; "
+            "a backup of the data it replaces is taken first; through a master: the Galera cluster is founded "
+            "again from the member holding it)")
     p.add_argument("backup", metavar="BACKUP", help="the backup's name (`kolla-salt mariadb-backup --list`)")
     p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
     add("mariadb-recovery", cmd_mariadb_recovery, "after every Galera member stopped: bootstrap from the member "
@@ -1222,7 +1328,7 @@ def build_parser():
 
 
 THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "mariadb-recovery",
-                  "rotate-keys")
+                  "mariadb-backup", "mariadb-restore", "rotate-keys")
 
 
 def _through_master(args):

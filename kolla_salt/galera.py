@@ -99,7 +99,9 @@ def holds_data(datadir):
                               or os.path.isfile(os.path.join(datadir, "grastate.dat")))
 
 
-def _query(container, sql):
+def query(container, sql):
+    """The answer of `sql` in a running member, as the database's admin (tab-separated
+    text), or None when it failed."""
     result = container.exec_run(["mariadb", "--defaults-file=/etc/mysql/kolla-client.cnf", "--batch",
                                  "--skip-column-names", "-e", sql])
     return result.output.decode(errors="replace").strip() if result.exit_code == 0 else None
@@ -133,7 +135,7 @@ def member_facts(client, spec):
     except docker.errors.NotFound:
         container = None
     if container is not None and container.status == "running":
-        answer = _query(container, "SELECT @@wsrep_on, IFNULL((SELECT VARIABLE_VALUE FROM information_schema."
+        answer = query(container, "SELECT @@wsrep_on, IFNULL((SELECT VARIABLE_VALUE FROM information_schema."
                                    "GLOBAL_STATUS WHERE VARIABLE_NAME='WSREP_LOCAL_STATE_COMMENT'), ''), "
                                    "IFNULL((SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS WHERE "
                                    "VARIABLE_NAME='WSREP_CLUSTER_STATUS'), '')")
@@ -171,6 +173,27 @@ def stop(client, spec):
     was_running = container.status in ("running", "restarting")
     container.stop(timeout=spec.stop_timeout or 60)
     return was_running
+
+
+def clear_datadir(client, spec):
+    """Empties this stopped member's datadir, so that it joins its cluster by a full
+    state transfer: after a restore on another member (kolla_salt.backup) it holds rows
+    the restored history does not have, and Galera would refuse it (its position ahead
+    of the cluster's). Only the restore calls it, after the operator agreed and a
+    backup of what it replaces was taken. Returns how many entries it removed."""
+    import shutil
+    container = client.containers.list(all=True, filters={"name": f"^{spec.name}$"})
+    if container and container[0].status in ("running", "restarting"):
+        raise KollaError(f"{spec.name} is running: its datadir is emptied only while it is stopped")
+    datadir = _datadir(client, spec)
+    entries = os.listdir(datadir) if datadir else []
+    for entry in entries:
+        path = os.path.join(datadir, entry)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    return len(entries)
 
 
 def position(client, spec):

@@ -639,6 +639,9 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                                               f"{where}: register")
             problems.extend(found)
             jobs.update(derived)
+        # The volumes its jobs fill, on every host of the service (a run_once job runs
+        # on one): a restore stops the services that write to the database on each host.
+        entry["fills"] = sorted({volume for job in jobs.values() for volume in job.get("fills") or ()})
         for jname, job in jobs.items():
             jwhere = f"{where}: jobs.{jname}"
             job = dict(job)

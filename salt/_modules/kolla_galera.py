@@ -43,3 +43,10 @@ def position():
     """{data, uuid, seqno}: the member's last committed position (the member stopped)."""
     from kolla_salt import galera
     return galera.position(*_member())
+
+
+def clear():
+    """Empties this stopped member's datadir: it joins by a full state transfer (a
+    restore on another member, salt/_runners/kolla_galera.py)."""
+    from kolla_salt import galera
+    return galera.clear_datadir(*_member())

@@ -2,10 +2,14 @@
 
     salt-run kolla_galera.converge TARGET [concurrent=True]   (a step of kolla.deploy / kolla.upgrade)
     salt-run kolla_galera.recover TARGET      (kolla-salt mariadb-recovery)
+    salt-run kolla_galera.backup TARGET WHY SECRETS [incremental=True]   (kolla-salt mariadb-backup)
+    salt-run kolla_galera.restore TARGET HOST NAME       (kolla-salt mariadb-restore)
 
-Both ask every member's host what it holds (kolla_galera.facts / position), decide
-with kolla_salt.galera, then apply kolla.mariadb host by host: the founding member
-first, each one healthy (Synced) before the next starts. The return holds each
+converge and recover ask every member's host what it holds (kolla_galera.facts /
+position), decide with kolla_salt.galera, then apply kolla.mariadb host by host: the
+founding member first, each one healthy (Synced) before the next starts. backup copies
+the last Synced member (haproxy sends every client to the first), desynced meanwhile;
+restore founds the cluster again from the member that holds the backup. The return holds each
 host's state returns under "ret", as a salt.state step's does; a refusal or a
 failure sets the runner's retcode, naming the host and why.
 """
@@ -105,5 +109,71 @@ def _recover(target, result):
     return result
 
 
+def _backup(target, result, why, secrets, incremental=False):
+    """Backs up the last Synced member of TARGET's hosts (kolla_backup.take), with the
+    releases of every host's containers and the records of every host's jobs that fill
+    the database (`incremental`: what changed since that host's newest full backup);
+    result["manifest"], result["host"]."""
+    from kolla_salt import galera
+    client, members = _client(), __salt__["kolla_rollout.hosts"](target)
+    everyone = __salt__["kolla_rollout.hosts"]("*")
+    facts = ask(client, members, "kolla_galera.facts")
+    serving = [h for h in members if isinstance(facts.get(h), dict) and facts[h]["state"] in ("synced", "standalone")]
+    if not serving:
+        return _fail(result, "mariadb-backup: no member is Synced (" + "; ".join(
+            f"{h}: {facts[h]['state'] if isinstance(facts.get(h), dict) else _last_line(facts.get(h))}"
+            for h in members) + "); nothing was copied")
+    host = serving[-1]
+    answers = ask(client, everyone, "kolla_container.facts")
+    releases = {f"{h}:{name}": release for h, found in sorted(answers.items()) if isinstance(found, dict)
+                for name, release in (found.get("releases") or {}).items()}
+    jobs = ask(client, everyone, "kolla_backup.job_records")
+    manifest = ask(client, [host], "kolla_backup.take", kwarg={
+        "why": why, "releases": releases, "secrets": secrets,
+        "jobs": {h: records for h, records in jobs.items() if isinstance(records, dict)},
+        "incremental": incremental},
+        timeout=3600, attempts=1).get(host)
+    result.update(host=host, hosts=members)
+    if not isinstance(manifest, dict):
+        return _fail(result, f"mariadb-backup on {host}: {_last_line(manifest)}")
+    result["manifest"] = manifest
+    return result
+
+
+def _restore(target, result, host, name):
+    """Stops the database's writers on every host and every member, puts backup NAME
+    into HOST's member, empties the other members' datadirs (they hold rows the
+    restored history lacks: they join by a full state transfer), puts back each host's
+    job records, and founds the cluster from HOST; the others join one at a time.
+    `deploy` starts the writers again."""
+    import time
+    client, members = _client(), __salt__["kolla_rollout.hosts"](target)
+    everyone = __salt__["kolla_rollout.hosts"]("*")
+    started = time.monotonic()
+    result["hosts"] = members
+    manifest = ask(client, [host], "kolla_backup.find", [name]).get(host)
+    if not isinstance(manifest, dict):
+        return _fail(result, f"mariadb-restore: {host}: {_last_line(manifest)}; nothing was stopped")
+    result["stopped"] = ask(client, everyone, "kolla_backup.stop_writers", timeout=900, attempts=1)
+    ask(client, members, "kolla_galera.stop", timeout=300)
+    said = ask(client, [host], "kolla_backup.restore", [name], timeout=3600, attempts=1).get(host)
+    if not isinstance(said, list):   # the datadir is untouched, or half restored (its marker says so)
+        return _fail(result, f"mariadb-restore on {host}: {_last_line(said)}; the members are stopped: "
+                             f"`kolla-salt mariadb-restore {name}` again completes it, or `kolla-salt "
+                             f"mariadb-recovery` starts them as they are")
+    result["said"] = said
+    others = [h for h in members if h != host]
+    result["cleared"] = ask(client, others, "kolla_galera.clear", timeout=300, attempts=1)
+    for each, records in (manifest.get("jobs") or {}).items():
+        if each in everyone:
+            ask(client, [each], "kolla_backup.set_job_records", kwarg={"records": records})
+    result["plan"] = {"bootstrap": host, "order": [host] + others}
+    _start_in_order(client, host, result["plan"]["order"], result)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
 converge = _guarded(_converge)
 recover = _guarded(_recover)
+backup = _guarded(_backup)
+restore = _guarded(_restore)

@@ -222,11 +222,12 @@ def table_checksums(docker_client, env, tables=("keystone.project", "keystone.us
 
 def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, docker_client):
     """`mariadb-backup` copies the database while it serves (into mariadb_backup_directory,
-    every file 0600, with a manifest); rows deleted afterwards come back with
-    `mariadb-restore`, which takes a backup of what it replaces first, restarts only the
-    services that write to the database, and leaves a declared state the next deploy
-    keeps. A corrupt backup, one of another operator folder's secrets and an unknown name
-    are refused before anything stops."""
+    every file 0600, with a manifest), `--incremental` what changed since; rows deleted
+    afterwards come back with `mariadb-restore` of the incremental (its full backup, then
+    it), which takes a backup of what it replaces first, restarts only the services
+    that write to the database, and leaves a declared state the next deploy keeps. A
+    corrupt backup, one of another operator folder's secrets, an incremental without
+    its base and an unknown name are refused before anything stops."""
     aio.openstack("project", "create", "--domain", "default", "kst-backed-up")
     aio.openstack("user", "create", "--domain", "default", "--project", "kst-backed-up", "--password", "kst-pw",
                   "kst-backed-up-user")
@@ -240,10 +241,18 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["releases"][aio.name("keystone")] == aio.globals.get("openstack_release", "2026.1")
     assert manifest["position"]["to_lsn"]
-    assert name in aio.run("mariadb-backup", "--list").stdout
+    aio.openstack("project", "create", "--domain", "default", "kst-backed-up-since")
+    before = table_checksums(docker_client, aio)
+    since = aio.run("mariadb-backup", "--incremental").stdout.split("mariadb-restore ")[-1].split("`")[0]
+    full, increment = (json.loads((folder.with_name(n) / "manifest.json").read_text()) for n in (name, since))
+    assert increment["kind"] == "incremental" and increment["base"] == name
+    assert int(increment["position"]["from_lsn"]) == int(full["position"]["to_lsn"])
+    assert increment["archive"]["bytes"] < full["archive"]["bytes"] / 2   # only the pages changed since
+    assert f"{since}\tincremental of {name}" in aio.run("mariadb-backup", "--list").stdout
 
     aio.openstack("user", "delete", "kst-backed-up-user", values=False)
     aio.openstack("project", "delete", "kst-backed-up", values=False)
+    aio.openstack("project", "delete", "kst-backed-up-since", values=False)
     assert table_checksums(docker_client, aio) != before
     running = started_at(docker_client, aio)
 
@@ -258,6 +267,12 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     refused = aio.run("mariadb-restore", corrupt.name, "--yes-i-really-mean-it", check=False)
     shutil.rmtree(corrupt)
     assert refused.returncode == 2 and "mariadb.xb.gz: its size or sha256 differs" in refused.stderr, refused.stderr
+    orphan = folder.with_name(since + "-orphan")
+    shutil.copytree(folder.with_name(since), orphan)
+    (orphan / "manifest.json").write_text(json.dumps({**increment, "name": orphan.name, "base": "nosuch"}))
+    refused = aio.run("mariadb-restore", orphan.name, "--yes-i-really-mean-it", check=False)
+    shutil.rmtree(orphan)
+    assert refused.returncode == 2 and "changed since backup nosuch, which is not whole" in refused.stderr, refused.stderr
     credential = sorted((aio.config_dir / "keys" / "keystone" / "credential").iterdir())[0]
     key = credential.read_bytes()
     credential.write_bytes(key + b"\n")
@@ -271,15 +286,16 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     assert asked.returncode == 1 and "mariadb-restore: nothing done" in asked.stdout
     assert started_at(docker_client, aio) == running
 
-    restored = aio.run("mariadb-restore", name, "--yes-i-really-mean-it").stdout
+    restored = aio.run("mariadb-restore", since, "--yes-i-really-mean-it").stdout
     print(restored.splitlines()[-1])
     assert table_checksums(docker_client, aio) == before
-    assert aio.openstack("project", "show", "kst-backed-up", "-c", "name").strip() == "kst-backed-up"
+    for project in ("kst-backed-up", "kst-backed-up-since"):
+        assert aio.openstack("project", "show", project, "-c", "name").strip() == project
     assert aio.openstack("token", "issue", "-c", "id").strip()
     after = started_at(docker_client, aio)
     # Only the database and what writes to it went down.
     assert [s for s in SERVICES if after[s] != running[s]] == ["mariadb", "keystone"]
-    assert len(aio.run("mariadb-backup", "--list").stdout.splitlines()) == 3   # the heading, it, what it replaced
+    assert len(aio.run("mariadb-backup", "--list").stdout.splitlines()) == 4   # the heading, both, what it replaced
     assert " 0 changed, 0 failed" in aio.run("deploy", "--test").stdout
 
 

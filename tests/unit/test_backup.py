@@ -6,7 +6,7 @@ import json
 import pytest
 from operator_files import write_secrets
 
-from kolla_salt.backup import Backups, data_secrets, key_values, release_problems, secret_problems
+from kolla_salt.backup import Backups, data_secrets, database_parts, key_values, release_problems, secret_problems
 from kolla_salt.errors import ValidationError
 
 
@@ -83,3 +83,32 @@ def test_a_restore_under_other_releases_or_other_secrets_is_refused_naming_them(
 def test_mariabackups_info_files_are_read_as_keys_and_values():
     assert key_values("backup_type = full-backuped\nto_lsn = 1234\nbinlog_pos = \nnoise\n") == {
         "backup_type": "full-backuped", "to_lsn": "1234", "binlog_pos": ""}
+
+
+def test_the_writers_are_the_containers_of_services_whose_jobs_fill_the_database():
+    """What a restore stops, per host: the containers of services with a job that fills
+    the database volume (keystone here), also on a host where that job does not run
+    (run_once); memcached keeps running; the member is mariadb's container that holds
+    the datadir, not its clustercheck."""
+    def service(name, containers, fills=()):
+        return {"name": name, "containers": [{"spec": spec} for spec in containers], "post_jobs": [],
+                "jobs": [{"name": f"{name}_db_sync", "fills": list(fills)}] if fills else [], "fills": list(fills)}
+    services = [service("mariadb", [{"name": "kst_mariadb_clustercheck"},
+                                    {"name": "kst_mariadb", "volumes": ["kst_mariadb:/var/lib/mysql"]}]),
+                service("memcached", [{"name": "kst_memcached"}]),
+                service("keystone", [{"name": "kst_keystone"}, {"name": "kst_keystone_ssh"}], fills=["kst_mariadb"])]
+    assert database_parts(services, "kst_") == ("kst_mariadb", ["kst_keystone", "kst_keystone_ssh"],
+                                                ["keystone_db_sync"])
+    assert database_parts(services[1:], "kst_")[0] is None   # a host without a member: its writers all the same
+    services[2]["jobs"] = []   # keystone's job runs on another host
+    assert database_parts(services, "kst_")[1:] == (["kst_keystone", "kst_keystone_ssh"], [])
+
+
+def test_a_backup_kept_through_a_master_is_whole_without_its_secrets_beside_it(tmp_path):
+    """Through a master secrets.tar stays on the master: the member's host checks the
+    archive alone."""
+    folder = a_backup(tmp_path, "20261128T000000Z")
+    (folder / "secrets.tar").unlink()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps({**manifest, "secrets_archive": None}))
+    assert Backups(tmp_path).find("20261128T000000Z")["name"] == "20261128T000000Z"

@@ -1,0 +1,92 @@
+"""Execution module: backups and restores of this host's mariadb member, for the
+master's runner kolla_galera (backup, restore) and `kolla-salt --master/--lab
+mariadb-backup --list`. A thin adapter over kolla_salt.backup: the backup directory,
+the container prefix and the passwords to redact come from the `kolla` pillar."""
+__virtualname__ = "kolla_backup"
+
+
+def __virtual__():
+    return __virtualname__
+
+
+def _kolla():
+    return __pillar__["kolla"]
+
+
+def _backups():
+    from kolla_salt.backup import Backups, backup_directory
+    return Backups(backup_directory(_kolla()["settings"]),
+                   where=f"{__opts__['id']}: globals.yml: mariadb_backup_directory")
+
+
+def _manager():
+    import docker
+
+    from kolla_salt.containers import ContainerManager
+    return ContainerManager.from_settings(_kolla()["settings"], _kolla()["passwords"].values(),
+                                          client=docker.from_env(timeout=300), host=__opts__["id"])
+
+
+def _parts():
+    from kolla_salt.backup import database_parts
+    return database_parts(_kolla()["services"], _kolla()["settings"]["container_name_prefix"])
+
+
+def _member(manager):
+    name = _parts()[0]
+    container = manager.get(name) if name else None
+    if container is None:
+        raise ValueError(f"{__opts__['id']}: no mariadb member here" + (f" ({name} does not exist)" if name else ""))
+    return container
+
+
+def take(why, releases, secrets, jobs, incremental=False):
+    """Backs up this host's running member (desynced from its cluster meanwhile);
+    returns the manifest. The master gives what it knows of every host: `releases`
+    ({HOST:CONTAINER: release}), `secrets` (the operator folder's fingerprints,
+    kolla_salt.backup.data_secrets) and `jobs` ({host: job records}). `incremental`:
+    what changed since this host's newest full backup."""
+    manager = _manager()
+    return _backups().take(manager.client, _member(manager), releases, why, secrets, jobs=jobs,
+                           redacted=_kolla()["passwords"].values(), incremental=incremental)
+
+
+def list_():
+    """The manifests of this host's whole backups, oldest first."""
+    return _backups().list()
+
+
+def find(name):
+    """The manifest of backup `name` once its files check out; raises naming what is wrong."""
+    return _backups().find(name)
+
+
+def job_records():
+    """The records of the jobs that fill the database here (what a backup keeps)."""
+    return _manager().job_records(_parts()[2])
+
+
+def set_job_records(records):
+    """Puts back the job records a backup kept for this host."""
+    _manager().set_job_records(records or {})
+    return True
+
+
+def stop_writers():
+    """Stops the containers here that write to the database, in reverse deploy order
+    (drained first); returns their names. `deploy` starts them again."""
+    return _manager().stop_each(_parts()[1][::-1])
+
+
+def restore(name):
+    """Puts backup `name` into this host's member's datadir (the member stopped)."""
+    from kolla_salt.backup import restore_datadir
+    manager, said = _manager(), []
+    backups = _backups()
+    chain = backups.chain(backups.find(name))
+    with backups.locked():
+        restore_datadir(manager.client, _member(manager), backups.directory, chain, out=said.append)
+    return said
+
+
+__func_alias__ = {"list_": "list"}
