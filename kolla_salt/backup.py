@@ -20,6 +20,7 @@ master beside the operator folder it comes from: secrets never travel through Sa
 On a Galera member the copy runs desynced (`desynced`): the cluster does not wait for
 it, and haproxy sends it no client meanwhile.
 """
+import collections
 import contextlib
 import datetime
 import fcntl
@@ -57,6 +58,10 @@ PROGRESS_SECONDS = 10
 
 
 SYNCED_SECONDS = 300
+# The `why` of every backup the schedule takes starts with it: only those are pruned.
+SCHEDULED = "scheduled"
+
+Database = collections.namedtuple("Database", "backups member writers jobs")
 
 
 def database_parts(services, prefix):
@@ -97,6 +102,58 @@ def desynced(member, out=lambda m: None):
                                  f"not Synced")
             time.sleep(0.5)
         out(f"{member.name}: Synced again")
+
+
+def database_here(client, pillar, where):
+    """This host's Database: the Backups of this deployment, its mariadb member
+    container, the containers of the services that write to the database in deploy
+    order, the jobs that fill it. `where`: the globals.yml an error names."""
+    settings = pillar["kolla"]["settings"]
+    name, writers, jobs = database_parts(pillar["kolla"]["services"], settings["container_name_prefix"])
+    if name is None:
+        raise ValidationError([f"{where}: mariadb is not deployed on this host (enable_mariadb, roles)"])
+    container = next(iter(client.containers.list(all=True, filters={"name": f"^{name}$"})), None)
+    if container is None:
+        raise KollaError(f"{name}: no such container; `kolla-salt deploy` makes it")
+    return Database(Backups(backup_directory(settings)), container, writers, jobs)
+
+
+def take_here(client, pillar, config_dir, why, database=None, incremental=False, out=lambda m: None):
+    """A backup of this host's database (`database`: its database_here, when the caller
+    has it), the operator folder `config_dir` on this host; returns its manifest."""
+    from .containers import ContainerManager
+    from .inventory import load_passwords
+    from .releases import running_releases
+    database = database or database_here(client, pillar, Path(config_dir) / "globals.yml")
+    settings = pillar["kolla"]["settings"]
+    releases = running_releases(client, settings["container_name_prefix"])
+    jobs = ContainerManager.from_settings(settings, client=client).job_records(database.jobs)
+    return database.backups.take(client, database.member, releases, why, data_secrets(config_dir), jobs=jobs,
+                                 out=out, redacted=load_passwords(config_dir).values(), config_dir=config_dir,
+                                 incremental=incremental)
+
+
+def master_secrets(config_dir, name):
+    """Where a backup taken through a master keeps the secrets its data depends on: on
+    the master, beside the operator folder they come from (never through Salt)."""
+    return Path(config_dir) / "mariadb-backups" / name / SECRETS
+
+
+def scheduled_why(settings):
+    return f"{SCHEDULED} (mariadb_backup_interval_minutes: {settings['mariadb_backup_interval_minutes']})"
+
+
+def taken_at(manifest):
+    """When a backup was taken, in seconds since the epoch."""
+    return datetime.datetime.fromisoformat(manifest["taken"]).timestamp()
+
+
+def due(manifests, minutes, now=None):
+    """Whether the schedule takes a backup: none of `manifests` (any kind, any reason)
+    was taken in the last `minutes`."""
+    now = now if now is not None else time.time()
+    newest = max((taken_at(m) for m in manifests), default=None)
+    return newest is None or now - newest >= minutes * 60
 
 
 def backup_directory(settings):
@@ -224,6 +281,19 @@ class Backups:
                 raise ValidationError([f"{path}: its size or sha256 differs from {folder / MANIFEST}'s: backup "
                                        f"{name} is corrupt"])
         return manifest
+
+    def prune(self, kept):
+        """Removes the backups the schedule took beyond the newest `kept` of them, never
+        one an incremental kept here starts from, nor any other backup; returns the
+        names removed."""
+        manifests = self.list()
+        bases = {m["base"] for m in manifests if m.get("kind") == "incremental"}
+        scheduled = [m["name"] for m in manifests if m["why"].startswith(SCHEDULED)]
+        removed = [name for name in scheduled[:-kept] if name not in bases]
+        with self.locked():
+            for name in removed:
+                shutil.rmtree(self.directory / name)
+        return removed
 
     def chain(self, manifest):
         """The names of the backups a restore of `manifest` applies, oldest first: a

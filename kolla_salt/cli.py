@@ -1,7 +1,6 @@
 """kolla-salt: build images, deploy, reconfigure, upgrade and roll back
 containerized OpenStack with Salt. Every subcommand has --help."""
 import argparse
-import collections
 import contextlib
 import json
 import os
@@ -423,14 +422,19 @@ def _deploy(args, pillar):
 def _ensure_health_loop(args, settings, command):
     """After containers changed, the loop watches them (whatever the outcome:
     a failed upgrade leaves the restored containers to watch)."""
-    if not settings["enable_health_loop"]:
+    schedule = healthloop.backup_schedule(settings, args.config_dir)
+    if not settings["enable_health_loop"] and not schedule:
         if healthloop.stop_health_daemon(settings):
             print(f"[{command}] health loop: stopped (enable_health_loop is false)")
         return
-    daemon = healthloop.ensure_health_daemon(settings)
+    daemon = healthloop.ensure_health_daemon(settings, config_dir=args.config_dir)
     print(f"[{command}] health loop: {'started' if daemon['started'] else 'running'} (pid {daemon['pid']}, "
-          f"check every {settings['health_check_interval']} s, restart after "
-          f"{settings['health_failure_threshold']} failures; log {healthloop.daemon_root(settings) / 'minion.log'})")
+          + (f"check every {settings['health_check_interval']} s, restart after "
+             f"{settings['health_failure_threshold']} failures" if settings["enable_health_loop"]
+             else "no checks: enable_health_loop is false")
+          + (f"; a database backup when the newest is {settings['mariadb_backup_interval_minutes']} minutes old, "
+             f"{settings['mariadb_backups_kept']} scheduled ones kept" if schedule else "")
+          + f"; log {healthloop.daemon_root(settings) / 'minion.log'})")
 
 
 def cmd_upgrade(args):
@@ -886,49 +890,21 @@ def cmd_mariadb_recovery(args):
     return 0 if failed == 0 else 1
 
 
-Database = collections.namedtuple("Database", "backups member writers jobs")
-
-
 def _database_here(args, pillar):
-    """This host's Database: the Backups of this deployment, its mariadb member
-    container, the containers of the services that write to the database in deploy
-    order, the jobs that fill it. On one host only (through a master: the runner
+    """This host's kolla_salt.backup.Database (one host; through a master: the runner
     kolla_galera's backup and restore)."""
-    from .backup import Backups, backup_directory, database_parts
-    settings = pillar["kolla"]["settings"]
-    name, writers, jobs = database_parts(pillar["kolla"]["services"], settings["container_name_prefix"])
-    if name is None:
-        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb is not deployed on this host "
-                               f"(enable_mariadb, roles)"])
-    container = next(iter(_client().containers.list(all=True, filters={"name": f"^{name}$"})), None)
-    if container is None:
-        raise KollaError(f"{name}: no such container; `kolla-salt deploy` makes it")
-    return Database(Backups(backup_directory(settings)), container, writers, jobs)
+    from .backup import database_here
+    return database_here(_client(), pillar, f"{args.config_dir}/globals.yml")
 
 
 def _backup(args, pillar, why, database=None, incremental=False):
-    """Takes a backup of this host's database (`database`: its _database_here, when the
-    caller has it); returns its manifest."""
-    from .backup import data_secrets
-    from .containers import ContainerManager
-    from .inventory import load_passwords
-    from .releases import running_releases
+    """Takes a backup of the database (`database`: its _database_here, when the caller
+    has it); returns its manifest."""
+    from .backup import take_here
     if args.master:
         return _backup_through_master(args, why, incremental)
-    database = database or _database_here(args, pillar)
-    settings = pillar["kolla"]["settings"]
-    releases = running_releases(_client(), settings["container_name_prefix"])
-    jobs = ContainerManager.from_settings(settings, client=_client()).job_records(database.jobs)
-    return database.backups.take(_client(), database.member, releases, why, data_secrets(args.config_dir),
-                                 jobs=jobs, out=lambda m: print(f"[mariadb-backup] {m}", flush=True),
-                                 redacted=load_passwords(args.config_dir).values(), config_dir=args.config_dir,
-                                 incremental=incremental)
-
-
-def _master_secrets(args, name):
-    """Where a backup taken through a master keeps the secrets its data depends on: on
-    the master, beside the operator folder they come from (never through Salt)."""
-    return Path(args.config_dir) / "mariadb-backups" / name / "secrets.tar"
+    return take_here(_client(), pillar, args.config_dir, why, database, incremental,
+                     out=lambda m: print(f"[mariadb-backup] {m}", flush=True))
 
 
 def _database_members(args, facts=None):
@@ -941,23 +917,19 @@ def _database_members(args, facts=None):
 
 def _backup_through_master(args, why, incremental=False):
     """kolla_galera.backup: the last Synced member is copied, desynced meanwhile; its
-    manifest (the backup stays on that host, the secrets here)."""
-    from .backup import data_secrets, write_secrets
+    manifest (the backup stays on that host, the secrets on the master)."""
+    from .backup import master_secrets
     _, target = _database_members(args)
     print(f"[mariadb-backup] copying the last Synced member of {target}", flush=True)
-    ok, result = args.master.run("kolla_galera.backup", target=target, why=json.dumps(why),
-                                 secrets=json.dumps(data_secrets(args.config_dir)), incremental=incremental,
+    ok, result = args.master.run("kolla_galera.backup", target=target, why=json.dumps(why), incremental=incremental,
                                  timeout=3700)
     result = result if isinstance(result, dict) else {"error": str(result)}
     if result.get("error") or not ok or not result.get("manifest"):
         raise KollaError(result.get("error") or "salt-run kolla_galera.backup failed")
     manifest = result["manifest"]
-    path = _master_secrets(args, manifest["name"])
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_secrets(args.config_dir, path)
     print(f"[mariadb-backup] {result['host']}: backup {manifest['name']} ({manifest['archive']['bytes'] >> 20} MiB "
           f"in {manifest['seconds']} s" + (", the member desynced meanwhile" if manifest.get("desynced") else "")
-          + f"); the secrets its data needs: {path}", flush=True)
+          + f"); the secrets its data needs: {master_secrets(args.config_dir, manifest['name'])}", flush=True)
     return {**manifest, "host": result["host"]}
 
 
@@ -1056,7 +1028,7 @@ def _restore_through_master(args):
     host, releases of every host, the operator folder's secrets), a backup of what it
     replaces, kolla_galera.restore (the cluster founded again from the member holding
     the backup), then a deploy, which starts the writers again."""
-    from .backup import release_problems, secret_problems
+    from .backup import master_secrets, release_problems, secret_problems
     facts = args.master.preflight()
     members, target = _database_members(args, facts)
     kept = _backups_through_master(args, members)
@@ -1070,7 +1042,7 @@ def _restore_through_master(args):
         raise ValidationError([f"{host}: {str(manifest or 'no answer').strip().splitlines()[-1]}"])
     releases = {f"{h}:{name}": release for h, found in facts.items() for name, release in found["releases"].items()}
     problems = (release_problems(manifest, releases)
-                + secret_problems(manifest, args.config_dir, _master_secrets(args, args.backup).parent))
+                + secret_problems(manifest, args.config_dir, master_secrets(args.config_dir, args.backup).parent))
     if problems:
         raise ValidationError(problems)
     print(f"This puts back the database of every member ({', '.join(members)}) as backup {args.backup} of {host} "

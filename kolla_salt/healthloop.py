@@ -63,6 +63,7 @@ def code_files():
     Salt adapters."""
     return sorted((paths.REPO / "kolla_salt").glob("*.py")) + [
         paths.REPO / "salt" / "_beacons" / "kolla_health.py", paths.REPO / "salt" / "_modules" / "kolla_health.py",
+        paths.REPO / "salt" / "_modules" / "kolla_backup.py",
         paths.REPO / "salt" / "reactor" / "kolla_health" / "masterless.sls"]
 
 
@@ -123,9 +124,21 @@ def minion_id():
     return f"{socket.gethostname()}-health"
 
 
-def minion_opts(settings):
-    """The daemon's minion configuration, from the kolla settings."""
+def backup_schedule(settings, config_dir):
+    """The Salt schedule of this host's scheduled database backups (globals.yml
+    mariadb_backup_interval_minutes; kolla_backup.scheduled decides each minute whether
+    one is due), or None. The daemon runs it beside (or without) the health loop."""
+    if not (config_dir and settings["mariadb_backup_interval_minutes"] and settings["enable_mariadb"]):
+        return None
+    return {"kolla-mariadb-backup": {"function": "kolla_backup.scheduled", "seconds": 60, "run_on_start": True,
+                                     "maxrunning": 1, "kwargs": {"config_dir": str(config_dir)}}}
+
+
+def minion_opts(settings, config_dir=None):
+    """The daemon's minion configuration, from the kolla settings (and the operator
+    folder `config_dir`, which scheduled backups read)."""
     root = daemon_root(settings)
+    schedule = backup_schedule(settings, config_dir)
     return {
         "id": minion_id(),
         "master_type": "disable",
@@ -146,7 +159,8 @@ def minion_opts(settings):
         "beacons_dirs": [str(paths.REPO / "salt" / "_beacons")],
         "grains_cache": True,
         "loop_interval": 1,
-        "beacons": {"kolla_health": beacon_config(settings)},
+        "beacons": {"kolla_health": beacon_config(settings)} if settings["enable_health_loop"] else {},
+        **({"schedule": schedule} if schedule else {}),
         "engines": [{"reactor": {}}],
         "reactor": [{"__beacons_return": [str(paths.REPO / "salt" / "reactor" / "kolla_health" / "masterless.sls")]}],
         "kolla_health": {"code_version": code_version(), **restart_settings(settings)},
@@ -169,12 +183,13 @@ def _running_pid(root):
     return pid if b"salt-minion" in cmdline and f"-c {root} ".encode() in cmdline + b" " else None
 
 
-def ensure_health_daemon(settings, timeout=60):
+def ensure_health_daemon(settings, timeout=60, config_dir=None):
     """Writes the daemon's config and starts it unless it already runs with that
     config (a changed config restarts it). Returns {pid, started, config}.
-    Whether the loop should run at all (enable_health_loop) is the caller's call."""
+    Whether the loop should run at all (enable_health_loop, a backup schedule) is the
+    caller's call."""
     root = daemon_root(settings)
-    opts = minion_opts(settings)
+    opts = minion_opts(settings, config_dir)
     text = yaml.safe_dump(opts, sort_keys=True)
     for folder in (root, root / "pillar", Path(opts["sock_dir"])):
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)

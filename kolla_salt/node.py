@@ -51,6 +51,11 @@ def master_config(root, master_id, address, operator_folder):
         # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
         "reactor": [{"salt/beacon/*/kolla_health/*/unhealthy": [
             str(paths.REPO / "salt" / "reactor" / "kolla_health" / "master.sls")]}],
+        # Scheduled database backups: the runner reads globals.yml each minute
+        # (mariadb_backup_interval_minutes; 0, the default: nothing), so a change
+        # needs no restart of the master.
+        "schedule": {"kolla-mariadb-backup": {"function": "kolla_galera.scheduled", "seconds": 60,
+                                              "maxrunning": 1}},
     }
 
 

@@ -1,7 +1,9 @@
 """Execution module: backups and restores of this host's mariadb member, for the
-master's runner kolla_galera (backup, restore) and `kolla-salt --master/--lab
-mariadb-backup --list`. A thin adapter over kolla_salt.backup: the backup directory,
-the container prefix and the passwords to redact come from the `kolla` pillar."""
+master's runner kolla_galera (backup, restore, scheduled) and `kolla-salt
+--master/--lab mariadb-backup --list`, and the schedule of a single host's kolla-salt
+daemon (`scheduled`). A thin adapter over kolla_salt.backup: the backup directory,
+the container prefix and the passwords to redact come from the `kolla` pillar
+(`scheduled` builds its own from the operator folder: that daemon has none)."""
 __virtualname__ = "kolla_backup"
 
 
@@ -87,6 +89,32 @@ def restore(name):
     with backups.locked():
         restore_datadir(manager.client, _member(manager), backups.directory, chain, out=said.append)
     return said
+
+
+def prune(kept):
+    """Removes the scheduled backups here beyond the newest `kept`; returns their names."""
+    return _backups().prune(int(kept))
+
+
+def scheduled(config_dir):
+    """One host's schedule (kolla_salt.healthloop: every minute in the host's kolla-salt
+    daemon): a full backup when none here is younger than mariadb_backup_interval_minutes,
+    then the scheduled ones beyond mariadb_backups_kept go. {"taken", "removed"} or
+    {"due": False}."""
+    import socket
+
+    import docker
+
+    from kolla_salt.backup import Backups, backup_directory, due, scheduled_why, take_here
+    from kolla_salt.inventory import build_pillar, load_settings
+    settings = load_settings(config_dir)
+    backups = Backups(backup_directory(settings))
+    minutes = settings["mariadb_backup_interval_minutes"]
+    if not minutes or not due(backups.list(), minutes):
+        return {"due": False}
+    manifest = take_here(docker.from_env(timeout=300), build_pillar(config_dir, minion_id=socket.gethostname()),
+                         config_dir, scheduled_why(settings))
+    return {"taken": manifest["name"], "removed": backups.prune(settings["mariadb_backups_kept"])}
 
 
 __func_alias__ = {"list_": "list"}

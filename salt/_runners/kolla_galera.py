@@ -2,7 +2,8 @@
 
     salt-run kolla_galera.converge TARGET [concurrent=True]   (a step of kolla.deploy / kolla.upgrade)
     salt-run kolla_galera.recover TARGET      (kolla-salt mariadb-recovery)
-    salt-run kolla_galera.backup TARGET WHY SECRETS [incremental=True]   (kolla-salt mariadb-backup)
+    salt-run kolla_galera.backup TARGET WHY [incremental=True]   (kolla-salt mariadb-backup)
+    salt-run kolla_galera.scheduled           (the master's schedule: mariadb_backup_interval_minutes)
     salt-run kolla_galera.restore TARGET HOST NAME       (kolla-salt mariadb-restore)
 
 converge and recover ask every member's host what it holds (kolla_galera.facts /
@@ -13,6 +14,8 @@ restore founds the cluster again from the member that holds the backup. The retu
 host's state returns under "ret", as a salt.state step's does; a refusal or a
 failure sets the runner's retcode, naming the host and why.
 """
+from pathlib import Path
+
 from kolla_salt.rollout import ask
 
 SLS = "kolla.mariadb"
@@ -109,12 +112,14 @@ def _recover(target, result):
     return result
 
 
-def _backup(target, result, why, secrets, incremental=False):
+def _backup(target, result, why, incremental=False):
     """Backs up the last Synced member of TARGET's hosts (kolla_backup.take), with the
     releases of every host's containers and the records of every host's jobs that fill
     the database (`incremental`: what changed since that host's newest full backup);
-    result["manifest"], result["host"]."""
-    from kolla_salt import galera
+    the data's secrets stay here, on the master (kolla_salt.backup.master_secrets), the
+    manifest gets their fingerprints. result["manifest"], result["host"]."""
+    from kolla_salt.backup import data_secrets, master_secrets, write_secrets
+    config_dir = __opts__["kolla_config_dir"]
     client, members = _client(), __salt__["kolla_rollout.hosts"](target)
     everyone = __salt__["kolla_rollout.hosts"]("*")
     facts = ask(client, members, "kolla_galera.facts")
@@ -129,15 +134,60 @@ def _backup(target, result, why, secrets, incremental=False):
                 for name, release in (found.get("releases") or {}).items()}
     jobs = ask(client, everyone, "kolla_backup.job_records")
     manifest = ask(client, [host], "kolla_backup.take", kwarg={
-        "why": why, "releases": releases, "secrets": secrets,
+        "why": why, "releases": releases, "secrets": data_secrets(config_dir),
         "jobs": {h: records for h, records in jobs.items() if isinstance(records, dict)},
         "incremental": incremental},
         timeout=3600, attempts=1).get(host)
     result.update(host=host, hosts=members)
     if not isinstance(manifest, dict):
         return _fail(result, f"mariadb-backup on {host}: {_last_line(manifest)}")
+    secrets = master_secrets(config_dir, manifest["name"])
+    secrets.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_secrets(config_dir, secrets)
     result["manifest"] = manifest
     return result
+
+
+def scheduled():
+    """The master's schedule (kolla_salt.node: every minute): a backup of the database
+    when none of its members' backups is younger than mariadb_backup_interval_minutes
+    (globals.yml; 0: none), then the scheduled ones beyond mariadb_backups_kept go on
+    that host (and their secrets here). The time of the newest backup seen is kept in
+    the master's cache, so that a minute with nothing due asks no minion."""
+    import shutil
+    import time
+
+    from kolla_salt.backup import due, master_secrets, scheduled_why, taken_at
+    from kolla_salt.inventory import load_settings, placement
+    result = {"ret": {}, "hosts": []}
+    try:
+        config_dir = __opts__["kolla_config_dir"]
+        settings = load_settings(config_dir)
+        minutes = settings["mariadb_backup_interval_minutes"]
+        seen = Path(__opts__["cachedir"]) / "kolla-backup-newest"
+        newest = float(seen.read_text()) if seen.exists() else 0.0
+        if not minutes or time.time() - newest < minutes * 60:
+            return {"due": False}
+        step = next((s for s in placement(config_dir) if s["service"] == "mariadb"), None)
+        if step is None:
+            return {"due": False}
+        client, members = _client(), __salt__["kolla_rollout.hosts"](step["target"])
+        kept = [m for found in ask(client, members, "kolla_backup.list").values() if isinstance(found, list)
+                for m in found]
+        if not due(kept, minutes):
+            seen.write_text(str(max(taken_at(m) for m in kept)))
+            return {"due": False}
+        _backup(step["target"], result, scheduled_why(settings))
+        if result.get("manifest"):
+            seen.write_text(str(time.time()))
+            removed = ask(client, [result["host"]], "kolla_backup.prune", [settings["mariadb_backups_kept"]],
+                          attempts=1).get(result["host"])
+            for name in removed if isinstance(removed, list) else []:
+                shutil.rmtree(master_secrets(config_dir, name).parent, ignore_errors=True)
+            result["removed"] = removed
+        return result
+    except Exception as error:  # reported in the master's log and the job's return
+        return _fail(result, f"scheduled: {type(error).__name__}: {error}")
 
 
 def _restore(target, result, host, name):

@@ -1,6 +1,7 @@
 """The all-in-one control plane, used through the real python-openstackclient."""
 import io
 import json
+import os
 import shutil
 import stat
 import subprocess
@@ -298,6 +299,36 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     assert [s for s in SERVICES if after[s] != running[s]] == ["mariadb", "keystone"]
     assert len(aio.run("mariadb-backup", "--list").stdout.splitlines()) == 4   # the heading, both, what it replaced
     assert " 0 changed, 0 failed" in aio.run("deploy", "--test").stdout
+
+
+def test_scheduled_backups_are_taken_by_the_hosts_daemon_and_only_theirs_are_pruned(aio):
+    """mariadb_backup_interval_minutes: the host's kolla-salt daemon takes a backup when
+    the newest one is older than that, then removes the schedule's backups beyond
+    mariadb_backups_kept (an earlier scheduled one here), never the others (those of
+    the restore test). Setting it back to 0 ends the schedule."""
+    import time
+    directory = aio.root / "state" / "mariadb-backups"
+    before = sorted(p.name for p in directory.iterdir() if p.is_dir())
+    assert before, "the restore test's backups"
+    earlier = directory / "20000101T000000Z"   # a scheduled backup of long ago
+    shutil.copytree(directory / before[-1], earlier)
+    manifest = json.loads((earlier / "manifest.json").read_text())
+    (earlier / "manifest.json").write_text(json.dumps({
+        **manifest, "name": earlier.name, "taken": "2000-01-01T00:00:00+00:00",
+        "why": "scheduled (mariadb_backup_interval_minutes: 1)"}))
+    aio.write_globals(mariadb_backup_interval_minutes=1, mariadb_backups_kept=1)
+    try:
+        assert "a database backup when the newest is 1 minutes old, 1 scheduled ones kept" in aio.run("deploy").stdout
+        deadline = time.monotonic() + 180
+        while earlier.exists():   # pruned once the new one is whole
+            assert time.monotonic() < deadline, f"no scheduled backup in 180 s: {sorted(os.listdir(directory))}"
+            time.sleep(2)
+    finally:
+        aio.write_globals(mariadb_backup_interval_minutes=0)
+        aio.run("deploy")
+    listed = aio.run("mariadb-backup", "--list").stdout
+    assert sum("\tscheduled (mariadb_backup_interval_minutes: 1)" in line for line in listed.splitlines()) == 1, listed
+    assert all(name in listed for name in before), listed
 
 
 def test_rabbitmq_is_drained_before_an_upgrade_replaces_it(aio, docker_client):

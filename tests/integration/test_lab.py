@@ -889,6 +889,30 @@ def test_a_galera_backup_under_writes_and_its_restore_bring_every_member_back_sy
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
+def test_the_masters_schedule_backs_up_the_cluster_when_the_newest_backup_is_older_than_its_interval(
+        hosts, cloud, clusters):
+    """mariadb_backup_interval_minutes in the master's globals.yml, no restart: within
+    a minute or two the master's scheduler (kolla_galera.scheduled) backs up a Synced
+    member; its secrets stay on the master; no other backup goes (mariadb_backups_kept
+    counts only the schedule's)."""
+    from kolla_salt.backup import master_secrets
+    listed = kolla("mariadb-backup", "--list")
+    settings = yaml.safe_load(cloud["globals"].read_text())
+    cloud["globals"].write_text(yaml.safe_dump({**settings, "mariadb_backup_interval_minutes": 1,
+                                                "mariadb_backups_kept": 1}))
+    try:
+        deadline = time.monotonic() + 240
+        while not (scheduled := re.findall(r"^(\S+)\tfull\t.*\tscheduled \(", kolla("mariadb-backup", "--list"), re.M)):
+            assert time.monotonic() < deadline, "no scheduled backup in 240 s"
+            time.sleep(10)
+    finally:
+        cloud["globals"].write_text(yaml.safe_dump(settings))
+    after = kolla("mariadb-backup", "--list")
+    print(f"\nscheduled backup {scheduled[0]}:\n{after}")
+    assert master_secrets(cloud["lab"].config_dir(), scheduled[0]).is_file()
+    assert all(name in after for name in re.findall(r"^(\d{8}T\d{6}Z)\t", listed, re.M))
+
+
 def test_lab_down_leaves_nothing_behind(hosts):
     pids = [int(p.read_text()) for p in (RUN_ROOT / NAME).glob("*.pid")]
     lab("down")

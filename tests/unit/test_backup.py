@@ -1,12 +1,14 @@
 """kolla_salt.backup's checks on files (the backups themselves are taken and restored
 by tests/functional/test_aio.py)."""
+import datetime
 import hashlib
 import json
 
 import pytest
 from operator_files import write_secrets
 
-from kolla_salt.backup import Backups, data_secrets, database_parts, key_values, release_problems, secret_problems
+from kolla_salt.backup import (Backups, data_secrets, database_parts, due, key_values, release_problems,
+                               secret_problems)
 from kolla_salt.errors import ValidationError
 
 
@@ -112,3 +114,27 @@ def test_a_backup_kept_through_a_master_is_whole_without_its_secrets_beside_it(t
     manifest = json.loads((folder / "manifest.json").read_text())
     (folder / "manifest.json").write_text(json.dumps({**manifest, "secrets_archive": None}))
     assert Backups(tmp_path).find("20261128T000000Z")["name"] == "20261128T000000Z"
+
+
+def test_the_schedule_is_due_when_no_backup_of_any_kind_is_younger_than_its_interval():
+    manifests = [{"taken": "2026-11-28T10:00:00+00:00"}, {"taken": "2026-11-28T11:00:00+00:00"}]
+    at = datetime.datetime(2026, 11, 28, 11, 30, tzinfo=datetime.timezone.utc).timestamp()
+    assert not due(manifests, 60, now=at) and due(manifests, 30, now=at) and due([], 60, now=at)
+
+
+def test_pruning_removes_only_scheduled_backups_beyond_those_kept_and_never_a_base_kept(tmp_path):
+    """Of the schedule's backups the newest `kept` stay; one an incremental starts from
+    stays as well; a backup taken for another reason (before an upgrade) always stays."""
+    def backup(name, why, **extra):
+        folder = a_backup(tmp_path, name)
+        manifest = json.loads((folder / "manifest.json").read_text())
+        (folder / "manifest.json").write_text(json.dumps({**manifest, "why": why, **extra}))
+    backup("20261128T010000Z", "scheduled (mariadb_backup_interval_minutes: 60)")
+    backup("20261128T020000Z", "before the upgrade to 2026.2 (kolla-salt upgrade)")
+    backup("20261128T030000Z", "scheduled (mariadb_backup_interval_minutes: 60)")
+    backup("20261128T033000Z", "asked (kolla-salt mariadb-backup)", kind="incremental", base="20261128T030000Z")
+    backup("20261128T040000Z", "scheduled (mariadb_backup_interval_minutes: 60)")
+    backup("20261128T050000Z", "scheduled (mariadb_backup_interval_minutes: 60)")
+    assert Backups(tmp_path).prune(1) == ["20261128T010000Z", "20261128T040000Z"]
+    assert [m["name"] for m in Backups(tmp_path).list()] == [
+        "20261128T020000Z", "20261128T030000Z", "20261128T033000Z", "20261128T050000Z"]

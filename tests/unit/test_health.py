@@ -313,6 +313,20 @@ def test_minion_opts_come_from_settings(tmp_path):
         "/var/lib/kolla-salt/salt/health/sock"
 
 
+def test_the_daemon_runs_the_backup_schedule_with_or_without_the_health_loop(tmp_path):
+    """mariadb_backup_interval_minutes puts kolla_backup.scheduled in the daemon's
+    schedule (each minute, and at its start), given the operator folder; the beacon is
+    there only with enable_health_loop."""
+    settings = settings_with(kolla_state_directory=str(tmp_path), mariadb_backup_interval_minutes=60)
+    assert "schedule" not in healthloop.minion_opts(settings_with(kolla_state_directory=str(tmp_path)), "/etc/x")
+    assert "schedule" not in healthloop.minion_opts(settings)   # no operator folder: nothing to read
+    job = healthloop.minion_opts(settings, "/etc/x")["schedule"]["kolla-mariadb-backup"]
+    assert job["function"] == "kolla_backup.scheduled" and job["kwargs"] == {"config_dir": "/etc/x"}
+    assert job["seconds"] == 60 and job["run_on_start"]
+    quiet = healthloop.minion_opts({**settings, "enable_health_loop": False}, "/etc/x")
+    assert quiet["beacons"] == {} and "schedule" in quiet
+
+
 def test_a_deep_state_folder_moves_the_sockets_to_a_short_path(tmp_path):
     deep = tmp_path / ("x" * 90)
     opts = healthloop.minion_opts(settings_with(kolla_state_directory=str(deep)))
