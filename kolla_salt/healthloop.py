@@ -130,8 +130,9 @@ def backup_schedule(settings, config_dir):
     one is due), or None. The daemon runs it beside (or without) the health loop."""
     if not (config_dir and settings["mariadb_backup_interval_minutes"] and settings["enable_mariadb"]):
         return None
+    # return_job: False: no master to return to (the return fails and is logged as an error).
     return {"kolla-mariadb-backup": {"function": "kolla_backup.scheduled", "seconds": 60, "run_on_start": True,
-                                     "maxrunning": 1, "kwargs": {"config_dir": str(config_dir)}}}
+                                     "maxrunning": 1, "return_job": False, "kwargs": {"config_dir": str(config_dir)}}}
 
 
 def minion_opts(settings, config_dir=None):
@@ -200,6 +201,9 @@ def ensure_health_daemon(settings, timeout=60, config_dir=None):
     if pid:
         stop_health_daemon(settings)
     conf.write_text(text)
+    # Salt persists the schedule into minion.d/_schedule.conf, which a start reads after
+    # the config above and which would hide a schedule added since: the config decides.
+    (root / "minion.d" / "_schedule.conf").unlink(missing_ok=True)
     _forget_pidfiles(root)
     exe = Path(sys.executable).parent / "salt-minion"
     with open(root / "daemon.out", "ab") as out:

@@ -4,7 +4,10 @@ master's runner kolla_galera (backup, restore, scheduled) and `kolla-salt
 daemon (`scheduled`). A thin adapter over kolla_salt.backup: the backup directory,
 the container prefix and the passwords to redact come from the `kolla` pillar
 (`scheduled` builds its own from the operator folder: that daemon has none)."""
+import logging
+
 __virtualname__ = "kolla_backup"
+log = logging.getLogger(__name__)
 
 
 def __virtual__():
@@ -107,14 +110,21 @@ def scheduled(config_dir):
 
     from kolla_salt.backup import Backups, backup_directory, due, scheduled_why, take_here
     from kolla_salt.inventory import build_pillar, load_settings
-    settings = load_settings(config_dir)
-    backups = Backups(backup_directory(settings))
-    minutes = settings["mariadb_backup_interval_minutes"]
-    if not minutes or not due(backups.list(), minutes):
-        return {"due": False}
-    manifest = take_here(docker.from_env(timeout=300), build_pillar(config_dir, minion_id=socket.gethostname()),
-                         config_dir, scheduled_why(settings))
-    return {"taken": manifest["name"], "removed": backups.prune(settings["mariadb_backups_kept"])}
+    try:
+        settings = load_settings(config_dir)
+        backups = Backups(backup_directory(settings))
+        minutes = settings["mariadb_backup_interval_minutes"]
+        if not minutes or not due(backups.list(), minutes):
+            return {"due": False}
+        manifest = take_here(docker.from_env(timeout=300), build_pillar(config_dir, minion_id=socket.gethostname()),
+                             config_dir, scheduled_why(settings), out=log.info)
+        removed = backups.prune(settings["mariadb_backups_kept"])
+    except Exception:   # in the daemon's log (minion.log): a schedule has no one to answer
+        log.exception("kolla_backup.scheduled: the scheduled backup failed")
+        raise
+    log.info("kolla_backup.scheduled: backup %s taken; scheduled backups removed: %s", manifest["name"],
+             ", ".join(removed) or "none")
+    return {"taken": manifest["name"], "removed": removed}
 
 
 __func_alias__ = {"list_": "list"}
