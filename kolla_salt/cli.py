@@ -484,7 +484,9 @@ def cmd_upgrade(args):
             del pins.services[name]
     args.test = False
     if args.master:   # the new declaration; hosts pull the new images from docker_registry
-        return _orchestrate(args, "kolla.upgrade", facts, args.master.pillars(facts), names, {"kolla_batch": args.batch})
+        pillars = args.master.pillars(facts)
+        _backup_before_migrations_through_master(args, facts, pillars, names)
+        return _orchestrate(args, "kolla.upgrade", facts, pillars, names, {"kolla_batch": args.batch})
     pillar = _validated_pillar(args)
     services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
@@ -500,17 +502,32 @@ def cmd_upgrade(args):
     return _deploy(args, pillar)
 
 
+def _changing_releases(services, running):
+    """The releases `services` go to that a container of theirs does not run yet
+    (`running`: {container: release})."""
+    return {s["release"] for s in services for c in s["containers"]
+            if running.get(c["spec"]["name"], s["release"]) != s["release"]}
+
+
 def _backup_before_migrations(args, pillar, services):
     """A release change migrates schemas forward, which no container rollback takes
     back: the database is backed up first (when it runs on this host)."""
     from .releases import running_releases
     if not any(s["name"] == "mariadb" for s in pillar["kolla"]["services"]):
         return
-    running = running_releases(_client(), pillar["kolla"]["settings"]["container_name_prefix"])
-    changing = sorted({s["release"] for s in services for c in s["containers"]
-                       if running.get(c["spec"]["name"], s["release"]) != s["release"]})
+    changing = _changing_releases(services, running_releases(_client(),
+                                                             pillar["kolla"]["settings"]["container_name_prefix"]))
     if changing:
-        _backup(args, pillar, f"before the upgrade to {', '.join(changing)} (kolla-salt upgrade)")
+        _backup(args, pillar, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
+
+
+def _backup_before_migrations_through_master(args, facts, pillars, names):
+    """The same through a master: a backup of the Galera cluster (or the one database
+    host) when a container of `names` on any host changes release."""
+    changing = set().union(*(_changing_releases([s for s in pillar["kolla"]["services"] if s["name"] in names],
+                                                facts[host]["releases"]) for host, pillar in pillars.items()))
+    if changing and args.master.members("mariadb", facts)[0]:
+        _backup(args, None, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
 
 
 @contextlib.contextmanager
@@ -665,9 +682,7 @@ def cmd_rollback(args):
     from .containers import ContainerManager
     from .inventory import load_passwords
     if args.release:
-        if args.master:
-            raise ValidationError(["rollback --release: on one host only yet (through a master: not yet)"])
-        return _rollback_release(args)
+        return _rollback_release_through_master(args) if args.master else _rollback_release(args)
     if args.master:
         if not args.container:
             raise ValidationError(["rollback: through a master, name one container: HOST:CONTAINER"])
@@ -1023,39 +1038,40 @@ def _restore(args, pillar, database, manifest, restart_writers=True):
     return before
 
 
-def _restore_through_master(args):
-    """mariadb-restore through a master: the checks here (the backup's files on its
-    host, releases of every host, the operator folder's secrets), a backup of what it
-    replaces, kolla_galera.restore (the cluster founded again from the member holding
-    the backup), then a deploy, which starts the writers again."""
+def _running_through_master(facts):
+    """{HOST:CONTAINER: the release it runs} of every host (the keys of a backup's
+    manifest taken through a master)."""
+    return {f"{h}:{name}": release for h, found in facts.items() for name, release in found["releases"].items()}
+
+
+def _restore_checked_through_master(args, members, host, name, releases):
+    """The manifest of backup `name` of `host` once its files check out there, it fits
+    containers at `releases` and the operator folder's secrets, and the operator
+    agreed; ValidationError naming the problems, or None if not agreed."""
     from .backup import master_secrets, release_problems, secret_problems
-    facts = args.master.preflight()
-    members, target = _database_members(args, facts)
-    kept = _backups_through_master(args, members)
-    host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])), None)
-    if host is None:
-        raise ValidationError([f"{args.backup}: no such backup on {', '.join(members)} (backups: "
-                               + "; ".join(f"{h}: {', '.join(m['name'] for m in kept[h]) or 'none'}" for h in members)
-                               + ")"])
-    manifest = args.master.returns([host], "kolla_backup.find", json.dumps(args.backup), timeout=600).get(host)
+    manifest = args.master.returns([host], "kolla_backup.find", json.dumps(name), timeout=600).get(host)
     if not isinstance(manifest, dict):
         raise ValidationError([f"{host}: {str(manifest or 'no answer').strip().splitlines()[-1]}"])
-    releases = {f"{h}:{name}": release for h, found in facts.items() for name, release in found["releases"].items()}
     problems = (release_problems(manifest, releases)
-                + secret_problems(manifest, args.config_dir, master_secrets(args.config_dir, args.backup).parent))
+                + secret_problems(manifest, args.config_dir, master_secrets(args.config_dir, name).parent))
     if problems:
         raise ValidationError(problems)
-    print(f"This puts back the database of every member ({', '.join(members)}) as backup {args.backup} of {host} "
+    print(f"This puts back the database of every member ({', '.join(members)}) as backup {name} of {host} "
           f"holds it ({manifest['taken']}, {manifest['why']}): everything written since is lost, though a backup of "
           f"the data it replaces is taken first. The services that write to it are stopped meanwhile; the other "
           f"members are emptied and copy the restored one.")
-    if not _confirmed(args):
-        return 1
-    started = time.monotonic()
-    before = _backup_through_master(args, f"before restoring {args.backup} (kolla-salt {args.command})")
+    return manifest if _confirmed(args) else None
+
+
+def _restore_run_through_master(args, target, host, name):
+    """A backup of what it replaces, then kolla_galera.restore: the writers stopped on
+    every host, the cluster founded again from `host`'s member holding backup `name`.
+    Returns the manifest of the backup of what it replaced, or None when it failed
+    (said)."""
+    before = _backup_through_master(args, f"before restoring {name} (kolla-salt {args.command})")
     print(f"[{args.command}] stopping the writers and the members, restoring on {host}", flush=True)
     ok, result = args.master.run("kolla_galera.restore", target=target, host=json.dumps(host),
-                                 name=json.dumps(args.backup), timeout=3700)
+                                 name=json.dumps(name), timeout=3700)
     result = result if isinstance(result, dict) else {"error": str(result)}
     for each, names in sorted((result.get("stopped") or {}).items()):
         print(f"[{args.command}] {each}: stopped {', '.join(names) if isinstance(names, list) else names}")
@@ -1065,9 +1081,31 @@ def _restore_through_master(args):
         summarise(states, out=lambda line, each=each: print(f"{each}: {line}"))
     if result.get("error") or not ok:
         print(f"[{args.command}] FAILED: {result.get('error') or 'salt-run kolla_galera.restore failed'}")
-        return 1
-    print(f"[{args.command}] the members hold backup {args.backup} ({result.get('seconds')} s); the deploy starts the "
+        return None
+    print(f"[{args.command}] the members hold backup {name} ({result.get('seconds')} s); the deploy starts the "
           f"writers again", flush=True)
+    return before
+
+
+def _restore_through_master(args):
+    """mariadb-restore through a master: the checks here (the backup's files on its
+    host, releases of every host, the operator folder's secrets), a backup of what it
+    replaces, kolla_galera.restore (the cluster founded again from the member holding
+    the backup), then a deploy, which starts the writers again."""
+    facts = args.master.preflight()
+    members, target = _database_members(args, facts)
+    kept = _backups_through_master(args, members)
+    host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])), None)
+    if host is None:
+        raise ValidationError([f"{args.backup}: no such backup on {', '.join(members)} (backups: "
+                               + "; ".join(f"{h}: {', '.join(m['name'] for m in kept[h]) or 'none'}" for h in members)
+                               + ")"])
+    if _restore_checked_through_master(args, members, host, args.backup, _running_through_master(facts)) is None:
+        return 1
+    started = time.monotonic()
+    before = _restore_run_through_master(args, target, host, args.backup)
+    if before is None:
+        return 1
     args.services, args.test = None, False
     code = _orchestrate(args, "kolla.deploy", facts, args.master.pillars(facts), [])
     print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
@@ -1104,16 +1142,12 @@ def _rollback_release(args):
     migrations), then every container at OLD. Declared first (openstack_release):
     killed half way, the same command completes it."""
     from .backup import release_problems
-    from .releases import load_releases, running_releases, series
+    from .releases import running_releases
     _release(args.release)
     pillar = _validated_pillar(args)
     settings = pillar["kolla"]["settings"]
     running = running_releases(_client(), settings["container_name_prefix"])
-    releases = load_releases()
-    newer = sorted({r for r in running.values() if series(releases, r) > series(releases, args.release)})
-    if not newer:
-        raise ValidationError([f"--release: nothing here runs a release newer than {args.release}: `rollback "
-                               f"--release` goes back after an upgrade (`upgrade --release` goes forward)"])
+    _newer_than(running, args.release)
     back = {name: args.release for name in running}
     database = _database_here(args, pillar)
     fitting = [m["name"] for m in database.backups.list() if not release_problems(m, back)]
@@ -1136,6 +1170,56 @@ def _rollback_release(args):
     code = _deploy(args, _validated_pillar(args))
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
           f"of backup {fitting[-1]} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}")
+    return code
+
+
+def _newer_than(running, release):
+    """The releases of `running` ({container: release}) newer than `release`; refused
+    when there is none (`rollback --release` goes back after an upgrade)."""
+    from .releases import load_releases, series
+    releases = load_releases()
+    newer = sorted({r for r in running.values() if series(releases, r) > series(releases, release)})
+    if not newer:
+        raise ValidationError([f"--release: nothing runs a release newer than {release}: `rollback --release` goes "
+                               f"back after an upgrade (`upgrade --release` goes forward)"])
+    return newer
+
+
+def _rollback_release_through_master(args):
+    """rollback --release OLD through a master: as on one host, with the Galera restore
+    (kolla_galera.restore) and a deploy of every host."""
+    from .backup import release_problems, taken_at
+    _release(args.release)
+    facts = args.master.preflight()
+    members, target = _database_members(args, facts)
+    running = _running_through_master(facts)
+    _newer_than(running, args.release)
+    back = {key: args.release for key in running}
+    kept = _backups_through_master(args, members)
+    fitting = sorted((taken_at(m), h, m["name"]) for h in members for m in kept[h] if not release_problems(m, back))
+    if not fitting:
+        raise ValidationError([f"--release {args.release}: no backup on {', '.join(members)} was taken under "
+                               f"{args.release} (an upgrade takes one before its migrations): the database cannot "
+                               f"go back with the containers, so nothing was changed"])
+    _, host, name = fitting[-1]
+    if _restore_checked_through_master(args, members, host, name, back) is None:
+        return 1
+    started = time.monotonic()
+    with _declaring(args.config_dir, master=args.master) as (user_globals, pins):
+        user_globals["openstack_release"] = args.release
+        pins.services.clear()
+        pins.containers.clear()
+    before = _restore_run_through_master(args, target, host, name)
+    if before is None:
+        return 1
+    args.services, args.test = None, False
+    args.allow_release_jump = f"the database went back to backup {name}"
+    pillars = args.master.pillars(facts)
+    _check_through_master(pillars, facts, [], args.allow_release_jump)
+    code = _orchestrate(args, "kolla.deploy", facts, pillars, [])
+    print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
+          f"of backup {name} of {host} ({time.monotonic() - started:.0f} s); what it replaced is backup "
+          f"{before['name']} of {before['host']}")
     return code
 
 

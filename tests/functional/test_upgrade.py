@@ -58,7 +58,7 @@ def test_keystone_release_upgrade_and_rollback(kolla_env, docker_client):
     # migration gone, what was written since too), keystone at OLD, declared so.
     env.openstack("project", "create", "--domain", "default", "kst-after-upgrade")
     refused = env.run("rollback", "--release", NEW, "--yes-i-really-mean-it", check=False)
-    assert refused.returncode == 2 and f"nothing here runs a release newer than {NEW}" in refused.stderr
+    assert refused.returncode == 2 and f"nothing runs a release newer than {NEW}" in refused.stderr
     out = env.run("rollback", "--release", OLD, "--yes-i-really-mean-it").stdout
     print(out.splitlines()[-1])
     assert f"the cloud runs {OLD} with the database of backup" in out, out

@@ -913,6 +913,33 @@ def test_the_masters_schedule_backs_up_the_cluster_when_the_newest_backup_is_old
     assert all(name in after for name in re.findall(r"^(\d{8}T\d{6}Z)\t", listed, re.M))
 
 
+def test_a_release_upgrade_through_the_master_is_taken_back_with_its_data(hosts, cloud, clusters):
+    """`upgrade --services keystone --release NEXT` through the master backs up the
+    Galera cluster before its migrations; `rollback --release` restores that backup on
+    the cluster and brings every keystone back to the release before: what was written
+    since is gone, the declaration says so, and the next deploy changes nothing."""
+    old = load_settings(cloud["lab"].config_dir())["openstack_release"]
+    new = "2026.2"
+    kolla("build", "--push", "--release", new, "keystone")
+    upgraded = kolla("upgrade", "--services", "keystone", "--release", new)
+    assert f"before the upgrade to {new} (kolla-salt upgrade)" in kolla("mariadb-backup", "--list"), upgraded
+    releases = {h["name"]: engine(h).containers.get("keystone").image.labels["kolla.release"] for h in hosts}
+    assert releases == {h["name"]: new for h in hosts}, upgraded
+    sql(hosts[0], "CREATE DATABASE kstafterupgrade")
+
+    out = kolla("rollback", "--release", old, "--yes-i-really-mean-it")
+    print(out)
+    assert f"the cloud runs {old} with the database of backup" in out, out
+    assert all(engine(h).containers.get("keystone").image.labels["kolla.release"] == old for h in hosts)
+    assert "kstafterupgrade" not in sql(hosts[2], "SHOW DATABASES").split()
+    assert all(member_state(h) == "Synced" and cluster_size(h) == 3 for h in hosts)
+    assert yaml.safe_load(cloud["globals"].read_text())["openstack_release"] == old
+    pins = yaml.safe_load((Path(cloud["lab"].config_dir()) / "pins.yml").read_text()) or {}
+    assert not pins.get("services") and not pins.get("containers"), pins
+    assert token_answered(hosts[0], admin_password(cloud))
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
 def test_lab_down_leaves_nothing_behind(hosts):
     pids = [int(p.read_text()) for p in (RUN_ROOT / NAME).glob("*.pid")]
     lab("down")
