@@ -208,9 +208,9 @@ def _restore(target, result, host, name):
     ask(client, members, "kolla_galera.stop", timeout=300)
     said = ask(client, [host], "kolla_backup.restore", [name], timeout=3600, attempts=1).get(host)
     if not isinstance(said, list):   # the datadir is untouched, or half restored (its marker says so)
-        return _fail(result, f"mariadb-restore on {host}: {_last_line(said)}; the members are stopped: "
-                             f"`kolla-salt mariadb-restore {name}` again completes it, or `kolla-salt "
-                             f"mariadb-recovery` starts them as they are")
+        return _fail(result, f"mariadb-restore on {host}: {_last_line(said)}; the members are stopped (one "
+                             f"whose datadir is half restored refuses to start, naming the backup): `kolla-salt "
+                             f"mariadb-recovery` starts the others as they are")
     result["said"] = said
     others = [h for h in members if h != host]
     result["cleared"] = ask(client, others, "kolla_galera.clear", timeout=300, attempts=1)
