@@ -1008,38 +1008,3 @@ def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
     assert code == 0, out
     passed = next(int(line.split(":")[1]) for line in totals.splitlines() if line.startswith(" - Passed"))
     assert passed >= 20, totals   # the smoke tests ran, not only their skips
-
-
-def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_a_server_boots(cloud, docker_client):
-    """After the release upgrade (and tempest on NEXT): `rollback --release` to the
-    default release restores the newest backup taken while every container ran it and
-    puts every container back at the default release. Here that backup is the one
-    glance's and placement's upgrade took earlier in this module: the whole-cloud
-    upgrade's own found them on NEXT already, and their schemas cannot go back without
-    theirs. What was written since is gone (a project made on NEXT; the servers,
-    networks and images made after that backup); init-runonce makes what a first
-    server needs again, a server boots, and the next deploy changes nothing."""
-    env = cloud
-    default = default_settings()["openstack_release"]
-    manifests = [json.loads(path.read_text()) for path in
-                 sorted((env.root / "state" / "mariadb-backups").glob("*/manifest.json"))]
-    expected = [m["name"] for m in manifests if set(m["releases"].values()) == {default}][-1]
-    env.openstack("project", "create", "--domain", "default", "kst-on-next")
-    began = time.monotonic()
-    out = env.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
-    print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
-          + "\n".join(out.splitlines()[-3:]))
-    assert f"the cloud runs {default} with the database of backup {expected}" in out, out
-    for container in docker_client.containers.list(filters={"name": env.prefix}):
-        assert container.image.labels.get("kolla.release") in (None, default), container.name
-    projects = env.openstack("project", "list", "-c", "Name").split()
-    assert "kst-on-next" not in projects and "kst-servers" not in env.openstack("network", "list", "-c", "Name")
-    env.run("init-runonce", "--prefix", "kst-", "--cidr", "198.18.21.0/24")
-    began = time.monotonic()
-    back = boot_server(env.openstack, "kst-", name="after-rollback")
-    assert back["status"] == "ACTIVE", back
-    wait_for("boot message after the rollback",
-             lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack, back["id"]), 180)
-    print(f"a server booted {time.monotonic() - began:.0f} s after the rollback")
-    env.openstack("server", "delete", "--wait", "kst-after-rollback", values=False)
-    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
