@@ -133,6 +133,13 @@ def take_here(client, pillar, config_dir, why, database=None, incremental=False,
                                  incremental=incremental)
 
 
+def host_releases(facts):
+    """{HOST:CONTAINER: the release it runs} from every host's kolla_container.facts
+    (hosts that did not answer are left out): a backup's `releases` through a master."""
+    return {f"{host}:{name}": release for host, found in sorted(facts.items()) if isinstance(found, dict)
+            for name, release in (found.get("releases") or {}).items()}
+
+
 def master_secrets(config_dir, name):
     """Where a backup taken through a master keeps the secrets its data depends on: on
     the master, beside the operator folder they come from (never through Salt)."""

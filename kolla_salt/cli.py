@@ -1038,12 +1038,6 @@ def _restore(args, pillar, database, manifest, restart_writers=True):
     return before
 
 
-def _running_through_master(facts):
-    """{HOST:CONTAINER: the release it runs} of every host (the keys of a backup's
-    manifest taken through a master)."""
-    return {f"{h}:{name}": release for h, found in facts.items() for name, release in found["releases"].items()}
-
-
 def _restore_checked_through_master(args, members, host, name, releases):
     """The manifest of backup `name` of `host` once its files check out there, it fits
     containers at `releases` and the operator folder's secrets, and the operator
@@ -1092,6 +1086,7 @@ def _restore_through_master(args):
     host, releases of every host, the operator folder's secrets), a backup of what it
     replaces, kolla_galera.restore (the cluster founded again from the member holding
     the backup), then a deploy, which starts the writers again."""
+    from .backup import host_releases
     facts = args.master.preflight()
     members, target = _database_members(args, facts)
     kept = _backups_through_master(args, members)
@@ -1100,7 +1095,7 @@ def _restore_through_master(args):
         raise ValidationError([f"{args.backup}: no such backup on {', '.join(members)} (backups: "
                                + "; ".join(f"{h}: {', '.join(m['name'] for m in kept[h]) or 'none'}" for h in members)
                                + ")"])
-    if _restore_checked_through_master(args, members, host, args.backup, _running_through_master(facts)) is None:
+    if _restore_checked_through_master(args, members, host, args.backup, host_releases(facts)) is None:
         return 1
     started = time.monotonic()
     before = _restore_run_through_master(args, target, host, args.backup)
@@ -1174,25 +1169,24 @@ def _rollback_release(args):
 
 
 def _newer_than(running, release):
-    """The releases of `running` ({container: release}) newer than `release`; refused
-    when there is none (`rollback --release` goes back after an upgrade)."""
+    """Refused when nothing of `running` ({container: release}) is newer than `release`
+    (`rollback --release` goes back after an upgrade)."""
     from .releases import load_releases, series
     releases = load_releases()
     newer = sorted({r for r in running.values() if series(releases, r) > series(releases, release)})
     if not newer:
         raise ValidationError([f"--release: nothing runs a release newer than {release}: `rollback --release` goes "
                                f"back after an upgrade (`upgrade --release` goes forward)"])
-    return newer
 
 
 def _rollback_release_through_master(args):
     """rollback --release OLD through a master: as on one host, with the Galera restore
     (kolla_galera.restore) and a deploy of every host."""
-    from .backup import release_problems, taken_at
+    from .backup import host_releases, release_problems, taken_at
     _release(args.release)
     facts = args.master.preflight()
     members, target = _database_members(args, facts)
-    running = _running_through_master(facts)
+    running = host_releases(facts)
     _newer_than(running, args.release)
     back = {key: args.release for key in running}
     kept = _backups_through_master(args, members)

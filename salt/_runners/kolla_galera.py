@@ -118,7 +118,7 @@ def _backup(target, result, why, incremental=False):
     the database (`incremental`: what changed since that host's newest full backup);
     the data's secrets stay here, on the master (kolla_salt.backup.master_secrets), the
     manifest gets their fingerprints. result["manifest"], result["host"]."""
-    from kolla_salt.backup import data_secrets, master_secrets, write_secrets
+    from kolla_salt.backup import data_secrets, host_releases, master_secrets, write_secrets
     config_dir = __opts__["kolla_config_dir"]
     client, members = _client(), __salt__["kolla_rollout.hosts"](target)
     everyone = __salt__["kolla_rollout.hosts"]("*")
@@ -129,9 +129,7 @@ def _backup(target, result, why, incremental=False):
             f"{h}: {facts[h]['state'] if isinstance(facts.get(h), dict) else _last_line(facts.get(h))}"
             for h in members) + "); nothing was copied")
     host = serving[-1]
-    answers = ask(client, everyone, "kolla_container.facts")
-    releases = {f"{h}:{name}": release for h, found in sorted(answers.items()) if isinstance(found, dict)
-                for name, release in (found.get("releases") or {}).items()}
+    releases = host_releases(ask(client, everyone, "kolla_container.facts"))
     jobs = ask(client, everyone, "kolla_backup.job_records")
     manifest = ask(client, [host], "kolla_backup.take", kwarg={
         "why": why, "releases": releases, "secrets": data_secrets(config_dir),

@@ -7,7 +7,7 @@ import json
 import pytest
 from operator_files import write_secrets
 
-from kolla_salt.backup import (Backups, data_secrets, database_parts, due, key_values, release_problems,
+from kolla_salt.backup import (Backups, data_secrets, database_parts, due, host_releases, key_values, release_problems,
                                secret_problems)
 from kolla_salt.errors import ValidationError
 
@@ -138,3 +138,9 @@ def test_pruning_removes_only_scheduled_backups_beyond_those_kept_and_never_a_ba
     assert Backups(tmp_path).prune(1) == ["20261128T010000Z", "20261128T040000Z"]
     assert [m["name"] for m in Backups(tmp_path).list()] == [
         "20261128T020000Z", "20261128T030000Z", "20261128T033000Z", "20261128T050000Z"]
+
+
+def test_a_masters_backup_keys_releases_by_host_and_container_leaving_out_silent_hosts():
+    facts = {"host2": {"releases": {"keystone": "2026.2"}}, "host1": {"releases": {"keystone": "2026.1"}},
+             "host3": None}
+    assert host_releases(facts) == {"host1:keystone": "2026.1", "host2:keystone": "2026.2"}
