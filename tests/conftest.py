@@ -66,7 +66,6 @@ class KollaEnv:
             "node_config_directory": str(root / "etc"),
             "kolla_state_directory": str(root / "state"),
             "kolla_log_directory": str(root / "log"),
-            "container_health_timeout": 120,
             "enable_health_loop": False,   # the suites that test the loop turn it on
             "enable_cron": False,          # likewise log rotation
             "enable_glance": False,        # and the cloud beyond keystone (tests/functional/test_cloud.py)

@@ -546,9 +546,11 @@ def test_a_new_service_password_registers_again_and_glance_follows(cloud, docker
     cloud.openstack("image", "list")    # glance validates tokens with its new password (fails otherwise)
 
 
-def test_a_release_upgrade_of_glance_and_placement_keeps_their_data(cloud, docker_client, built_images, tmp_path):
+def test_a_release_upgrade_of_glance_and_placement_keeps_their_data_and_is_taken_back(cloud, docker_client,
+                                                                                     built_images, tmp_path):
     """2026.1 -> 2026.2 (glance 32 -> 33, placement 15 -> 16): db_sync on the new image, swap,
-    the image file and the resource provider still there; registration has nothing to redo."""
+    the image file and the resource provider still there; registration has nothing to redo.
+    Then `rollback --release 2026.1` on this one host: the data as at the upgrade's backup."""
     built_images("--release", NEXT, "toolbox", "glance", "placement")
     data = os.urandom(64 * 1024)
     (tmp_path / "before.img").write_bytes(data)
@@ -568,6 +570,24 @@ def test_a_release_upgrade_of_glance_and_placement_keeps_their_data(cloud, docke
     assert (tmp_path / "after.img").read_bytes() == data
     assert cloud.openstack("resource", "provider", "show", provider, "-c", "name").strip() == "kst-before-upgrade"
     assert " 0 changed, 0 failed" in cloud.run("deploy", "--test").stdout   # pinned in pins.yml: nothing left
+
+    # And back on one host: `rollback --release` restores that backup (what was written
+    # since is gone, what was there before is back) and glance's and placement's
+    # generations from before, with their pins gone. (The whole cloud's upgrade later
+    # in this module then starts from the default release everywhere, and its own
+    # backup is the one its rollback restores.)
+    cloud.openstack("resource", "provider", "delete", provider, values=False)
+    cloud.openstack("resource", "provider", "create", "kst-after-upgrade")
+    default = default_settings()["openstack_release"]
+    out = cloud.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
+    assert f"the cloud runs {default} with the database of backup" in out, out
+    for container in generations:
+        assert docker_client.containers.get(cloud.name(container)).image.labels["kolla.release"] == default
+    cloud.openstack("image", "save", "--file", str(tmp_path / "back.img"), image_id, values=False)
+    assert (tmp_path / "back.img").read_bytes() == data
+    providers = cloud.openstack("resource", "provider", "list", "-c", "name").split()
+    assert "kst-before-upgrade" in providers and "kst-after-upgrade" not in providers
+    assert " 0 changed, 0 failed" in cloud.run("deploy", "--test").stdout
 
 
 def test_a_compute_upgrade_ahead_of_novas_control_services_is_refused_and_nothing_changes(cloud, docker_client):
@@ -1008,3 +1028,38 @@ def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
     assert code == 0, out
     passed = next(int(line.split(":")[1]) for line in totals.splitlines() if line.startswith(" - Passed"))
     assert passed >= 20, totals   # the smoke tests ran, not only their skips
+
+
+def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_servers_run_on(cloud, docker_client,
+                                                                                          server):
+    """After the release upgrade (and tempest on NEXT): `rollback --release` to the
+    default release restores the whole-cloud upgrade's backup (glance's and
+    placement's own upgrade was taken back before it, so every container ran the
+    default release then) and puts every container back at the default release. What
+    was written since is gone (a project made on NEXT, tempest's leftovers); the
+    server made before the upgrade is still ACTIVE and answers on its network (its
+    guest ran through upgrade and rollback); a new server boots; the next deploy
+    changes nothing."""
+    env = cloud
+    default = default_settings()["openstack_release"]
+    expected = env.run("mariadb-backup", "--list").stdout.splitlines()[-1].split()[0]   # the upgrade's
+    env.openstack("project", "create", "--domain", "default", "kst-on-next")
+    began = time.monotonic()
+    out = env.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
+    print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
+          + "\n".join(out.splitlines()[-3:]))
+    assert f"the cloud runs {default} with the database of backup {expected}" in out, out
+    for container in docker_client.containers.list(filters={"name": env.prefix}):
+        assert container.image.labels.get("kolla.release") in (None, default), container.name
+    assert "kst-on-next" not in env.openstack("project", "list", "-c", "Name").split()
+    assert env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE"
+    wait_for("the server answers after the rollback", lambda: answers_ping(server), 120)
+    # The upgrade test deleted its server after the backup: the database has it again,
+    # its guest is gone; deleting it once more clears it.
+    env.openstack("server", "delete", "--wait", "kst-release", values=False)
+    back = boot_server(env.openstack, "kst-", name="after-rollback")
+    assert back["status"] == "ACTIVE", back
+    wait_for("boot message after the rollback",
+             lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack, back["id"]), 180)
+    env.openstack("server", "delete", "--wait", "kst-after-rollback", values=False)
+    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
