@@ -709,7 +709,7 @@ def cmd_rollback(args):
         with healthloop.ledger(settings).paused_restarts():
             for name in targets:
                 _declare_rollback(args, name, lambda: targets[name],
-                                  lambda: manager.rollback(name), _passwords_of(pillar, name))
+                                  lambda: manager.rollback(name), _pin_facts(pillar, name))
     finally:
         _ensure_health_loop(args, settings, "rollback")
     print("[rollback] pins.yml keeps this at the next deploy; `kolla-salt unpin NAME` lets it follow "
@@ -735,32 +735,33 @@ def _rollback_through_master(args, host, name):
         raise KollaError(f"rollback: host {host} does not answer the master")
     pillar = args.master.pillars(facts)[host]
     _declare_rollback(args, f"{host}:{name}", lambda: on_host("kolla_container.rollback_target")["generation"],
-                      rollback, _passwords_of(pillar, name))
+                      rollback, _pin_facts(pillar, name))
     return 0
 
 
-def _passwords_of(pillar, name):
-    """The fingerprints of the passwords container `name` uses (its files and spec),
-    for its pin: a deploy refuses to change one under a held container."""
+def _pin_facts(pillar, name):
+    """What a pin of container `name` records beside its generation: its service (for
+    `unpin SERVICE`) and the fingerprints of the passwords it uses (its files and
+    spec: a deploy refuses to change one under a held container)."""
     from .inventory import used_passwords
     from .pins import fingerprints
     names = {name, pillar["kolla"]["settings"]["container_name_prefix"] + name}
-    containers = [c for s in pillar["kolla"]["services"] for c in s["containers"] if c["spec"]["name"] in names]
-    return fingerprints(used_passwords(pillar["kolla"]["passwords"], containers))
+    held = [(service["name"], c) for service in pillar["kolla"]["services"] for c in service["containers"]
+            if c["spec"]["name"] in names]
+    passwords = fingerprints(used_passwords(pillar["kolla"]["passwords"], [c for _, c in held]))
+    return {**({"service": held[0][0]} if held else {}), **({"passwords": passwords} if passwords else {})}
 
 
-def _declare_rollback(args, key, find_target, rollback, passwords):
+def _declare_rollback(args, key, find_target, rollback, facts):
     """Declares the rollback (pins.yml holds the container at what the good generation
-    ran, with the fingerprints of the `passwords` it uses) before swapping, so a
-    rollback killed half-way is completed by the next deploy; a rollback that fails
-    takes its pin back."""
+    ran, with its `facts`: _pin_facts) before swapping, so a rollback killed half-way
+    is completed by the next deploy; a rollback that fails takes its pin back."""
     import datetime
     target = find_target()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with _declaring(args.config_dir, master=args.master) as (_, pins):
         before = pins.containers.get(key)
-        pins.containers[key] = {"generation": target, "why": f"rollback, {when}",
-                                **({"passwords": passwords} if passwords else {})}
+        pins.containers[key] = {"generation": target, "why": f"rollback, {when}", **facts}
     try:
         target, new = rollback()
     except KollaError:
@@ -775,36 +776,31 @@ def _declare_rollback(args, key, find_target, rollback, passwords):
 
 def cmd_unpin(args):
     """Removes pins (pins.yml): a service follows openstack_release again, a container
-    its declared spec; the next deploy converges to globals.yml."""
+    (on any host: HOST:CONTAINER) its declared spec; the next deploy converges to
+    globals.yml. pins.yml alone says what is pinned: no host is asked."""
     from .inventory import service_order
-    settings = _settings(args)
-    prefix = settings["container_name_prefix"]
+    prefix = _settings(args)["container_name_prefix"]
     services = {service for _, service in service_order()}
-    with _declaring(args.config_dir) as (_, pins):
+    with _declaring(args.config_dir, master=args.master) as (_, pins):
         for name in args.names:
-            found = False
-            for key in (name, prefix + name):
-                found |= pins.containers.pop(key, None) is not None
-            if name in services:
-                found |= pins.services.pop(name, None) is not None
-                held = [c for c in pins.containers
-                        if c.startswith(prefix) and _service_of(c) == name]
-                for container in held:
-                    del pins.containers[container]
-                found |= bool(held)
-            if not found:
+            removed = pins.release(name, services, _service_of) or pins.release(prefix + name, services, _service_of)
+            if not removed:
                 raise ValidationError([f"unpin: nothing in {pins.path} is pinned as '{name}'"
                                        f" (pins: {'; '.join(pins.describe()) or 'none'})"])
+            print(f"[unpin] {name}: removed {', '.join(removed)}")
     print("[unpin] run `kolla-salt deploy` to converge to globals.yml")
 
 
 def _service_of(container_name):
-    """The service a deployed container belongs to (its set label), or None."""
+    """The service a container deployed on this host belongs to (its set label), or
+    None: for the pins an earlier kolla-salt wrote without their service."""
     import docker.errors
     from .spec import LABEL_SET
+    if ":" in container_name:   # HOST:CONTAINER: held on another host
+        return None
     try:
         return _client().containers.get(container_name).labels.get(LABEL_SET, "").rsplit("/", 1)[-1]
-    except docker.errors.NotFound:
+    except docker.errors.DockerException:   # not here, or no engine here (a master's own host)
         return None
 
 
@@ -1340,8 +1336,9 @@ def build_parser():
     p.add_argument("--yes-i-really-mean-it", action="store_true", help="with --release: do not ask")
     p = add("unpin", cmd_unpin, "remove pins (pins.yml) so services and containers follow globals.yml "
                                 "again at the next deploy")
-    p.add_argument("names", nargs="+", metavar="NAME", help="a service (its release pin and held containers) "
-                                                            "or a container (with or without the prefix)")
+    p.add_argument("names", nargs="+", metavar="NAME", help="a service (its release pin and its containers held "
+                                                            "on any host) or a container (with or without the prefix; "
+                                                            "HOST:CONTAINER for one held through a master)")
     p = add("stop", cmd_stop, "stop running containers (default: all managed ones)")
     p.add_argument("--services", help="comma-separated services")
     p = add("destroy", cmd_destroy, "remove all managed containers (asks first; keeps volumes)")

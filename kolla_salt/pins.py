@@ -7,16 +7,17 @@ beside globals.yml, so that the next deploy keeps them instead of undoing them:
     services:                      # upgrade --services keystone --release 2026.2
       keystone: {release: "2026.2"}
     containers:                    # rollback keystone
-      keystone: {generation: 5, why: "rollback to generation 3 (2026-11-23 07:10 UTC)",
+      keystone: {generation: 5, why: "rollback to generation 3 (2026-11-23 07:10 UTC)", service: keystone,
                  passwords: {keystone_database_password: "SALT:DIGEST", ...}}
-      host2:memcached: {generation: 2, why: ...}   # rollback host2:memcached through a master
+      host2:memcached: {generation: 2, service: memcached, ...}   # rollback host2:memcached through a master
 
 A service pin makes that service follow its own release instead of
 openstack_release. A container pin holds the container at one generation of
-its history (image, spec and config files) whatever the files say. `status`
-shows them; `kolla-salt unpin NAME` (or deleting the entry) lets the service
-follow globals.yml again at the next deploy; an `upgrade` of a service
-replaces its pins.
+its history (image, spec and config files) whatever the files say; it names its
+service, so that `kolla-salt unpin SERVICE` finds the service's containers held on
+any host without asking the hosts. `status` shows them; `kolla-salt unpin NAME`
+(or deleting the entry) lets the service or container follow globals.yml again at
+the next deploy; an `upgrade` of a service replaces its pins.
 
 A held container keeps the passwords its config files were made with, while jobs
 run with passwords.yml's (keystone's bootstrap gives its users the new ones): a
@@ -76,6 +77,9 @@ class Pins:
             if not isinstance(generation, int) or isinstance(generation, bool) or generation < 1:
                 problems.append(f"{path}: containers.{name}.generation must be a generation number, "
                                 f"got {generation!r}")
+            service = pin.get("service") if isinstance(pin, dict) else None
+            if service is not None and known_services is not None and service not in known_services:
+                problems.append(f"{path}: containers.{name}.service: no service is called {service!r}")
             recorded = pin.get("passwords", {}) if isinstance(pin, dict) else {}
             if not isinstance(recorded, dict) or not all(
                     isinstance(value, str) and FINGERPRINT.fullmatch(value) for value in recorded.values()):
@@ -101,6 +105,19 @@ class Pins:
             if key in self.containers:
                 return key, self.containers[key]
         return None, None
+
+    def release(self, name, services, service_of):
+        """Removes the pins of `name`: a service (in `services`) loses its release pin and
+        the pins of its containers on every host; a container, `CONTAINER` or
+        `HOST:CONTAINER`, loses its own. `service_of(key)` names the service of a
+        container pin that does not record it (pins.yml of an earlier kolla-salt).
+        Returns the keys removed."""
+        removed = [f"services.{name}"] if name in services and self.services.pop(name, None) else []
+        for key, pin in list(self.containers.items()):
+            if key == name or (name in services and (pin.get("service") or service_of(key)) == name):
+                del self.containers[key]
+                removed.append(f"containers.{key}")
+        return removed
 
     def describe(self):
         """One line per pin, for people."""

@@ -236,7 +236,7 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
     member's cache again within memcache_dead_retry (10 s) of the member's return,
     and the next host's member goes only after that (pause_between_hosts), so that
     keystone never skips two members at once. A rollback through the master holds
-    only that host's container."""
+    only that host's container, until `unpin` of the service lets it follow again."""
     settings = dict(cloud["settings"], memcached_memory_mb=48)
     cloud["globals"].write_text(yaml.safe_dump(settings))
     password = admin_password(cloud)
@@ -266,12 +266,22 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
         assert created >= started + dead_retry, f"{next_name}'s memcached went {created - started:.1f} s after {name}'s"
     # Roll back host2 only: pinned as host2:memcached, kept by the next deploy.
     assert "host2:memcached: generation 3 runs what generation 1 ran" in kolla("rollback", "host2:memcached")
-    pins = yaml.safe_load((Path(cloud["lab"].config_dir()) / "pins.yml").read_text())
+    pins_file = Path(cloud["lab"].config_dir()) / "pins.yml"
+    pins = yaml.safe_load(pins_file.read_text())
     assert list(pins["containers"]) == ["host2:memcached"]
+    assert pins["containers"]["host2:memcached"]["service"] == "memcached"
     assert "0 changed, 0 failed" in kolla("deploy")
     assert "0 changed, 0 failed" in kolla("deploy", "--test")   # what runs is what is declared
     args = {h["name"]: command_line(engine(h).containers.get("memcached")) for h in hosts}
     assert "-m 64" in args["host2"] and "-m 48" in args["host1"] and "-m 48" in args["host3"]
+    # `unpin SERVICE` through the master releases the service's container held on host2
+    # (pins.yml says where: no host is asked); the next deploy brings host2 in line.
+    assert "[unpin] memcached: removed containers.host2:memcached" in kolla("unpin", "memcached")
+    assert not pins_file.exists()
+    out = kolla("deploy")
+    assert "host2: changed memcached" in out and "1 changed, 0 failed" in out, out
+    assert "-m 48" in command_line(engine(hosts[1]).containers.get("memcached"))
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
     cloud["settings"] = settings
 
 

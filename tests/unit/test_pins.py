@@ -61,3 +61,30 @@ def test_a_password_changed_under_a_held_container_is_refused_naming_the_key(tmp
     with pytest.raises(ValidationError) as error:
         Pins.load(tmp_path)
     assert "containers.keystone.passwords must map password keys to the fingerprints" in str(error.value)
+
+
+def test_unpinning_a_service_releases_its_containers_on_every_host_and_a_container_only_itself(tmp_path):
+    """`unpin SERVICE` finds the service's containers held on any host from what each
+    pin records (no host asked); pins an earlier kolla-salt wrote without their service
+    are asked about (service_of); `unpin HOST:CONTAINER` removes that pin alone."""
+    def fresh():
+        return Pins(tmp_path / "pins.yml", services={"memcached": {"release": "2026.2"}}, containers={
+            "host2:memcached": {"generation": 2, "service": "memcached"},
+            "host3:memcached": {"generation": 2, "service": "memcached"},
+            "host1:keystone": {"generation": 4, "service": "keystone"},
+            "kst-memcached": {"generation": 3}})
+    services = {"memcached", "keystone"}
+    asked = []
+
+    def service_of(key):
+        asked.append(key)
+        return "memcached" if key == "kst-memcached" else None
+    pins = fresh()
+    assert pins.release("memcached", services, service_of) == [
+        "services.memcached", "containers.host2:memcached", "containers.host3:memcached", "containers.kst-memcached"]
+    assert list(pins.containers) == ["host1:keystone"] and pins.services == {}
+    assert asked == ["kst-memcached"]   # only the pin that does not say
+    pins = fresh()
+    assert pins.release("host3:memcached", services, service_of) == ["containers.host3:memcached"]
+    assert set(pins.containers) == {"host2:memcached", "host1:keystone", "kst-memcached"}
+    assert pins.release("glance", services, service_of) == []
