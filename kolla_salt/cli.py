@@ -814,61 +814,71 @@ def _set_containers(args, settings):
 
 
 def cmd_stop(args):
-    """Stops the running containers of this deployment (all, or those of --services);
-    stopping all also stops the health loop. `deploy` starts them again."""
-    from .containers import ContainerManager
-    settings = _settings(args)
-    wanted = set(_split(args.services))
-    if not wanted and healthloop.stop_health_daemon(settings):
-        print("[stop] health loop stopped")
-    manager = ContainerManager.from_settings(settings, client=_client())
-    for name in manager.stop(settings["container_name_prefix"], wanted):
-        print(f"[stop] {name} stopped")
+    """Stops the running containers of this deployment (all, or those of --services),
+    on this host or, through a master, on every host; stopping all on one host also
+    stops its health loop. `deploy` starts them again."""
+    wanted = _split(args.services)
+    if args.master:
+        stopped = _on_every_host(args, "stop", json.dumps(wanted))
+    else:
+        from .containers import ContainerManager
+        settings = _settings(args)
+        if not wanted and healthloop.stop_health_daemon(settings):
+            print("[stop] health loop stopped")
+        manager = ContainerManager.from_settings(settings, client=_client())
+        stopped = {None: manager.stop(settings["container_name_prefix"], set(wanted))}
+    for host, names in stopped.items():
+        for name in names:
+            print(f"[stop] {_on(host)}{name} stopped")
 
 
 def cmd_destroy(args):
     """Removes this deployment's containers (history says so: `rollback` can still
-    return to what ran); volumes only when asked. pins.yml is declared state and stays."""
-    from .containers import ContainerManager
-    from .generations import recorded_names
-    from .spec import LABEL_JOB, declared_spec
-    client = _client()
-    settings = _settings(args)
-    prefix = settings["container_name_prefix"]
-    manager = ContainerManager.from_settings(settings, client=client, out=lambda m: print(f"[destroy] {m}"))
-    containers = manager.deployment_containers(prefix)
-    jobs = [c for c in client.containers.list(all=True, filters={"label": LABEL_JOB}) if c.name.startswith(prefix)]
-    volumes = sorted({m["Name"] for c in containers + jobs for m in c.attrs["Mounts"] if m["Type"] == "volume"})
-    endings = {c.name: declared_spec(c.labels).get("on_destroy") for c in containers if c.status == "running"}
-    endings = {name: command for name, command in endings.items() if command}
+    return to what ran), on this host or, through a master, on every host; volumes
+    only when asked. pins.yml is declared state and stays."""
+    if args.master:
+        plans = _on_every_host(args, "destroy_plan")
+    else:
+        from .containers import ContainerManager
+        settings = _settings(args)
+        manager = ContainerManager.from_settings(settings, client=_client(), out=lambda m: print(f"[destroy] {m}"))
+        plans = {None: manager.destroy_plan(settings["container_name_prefix"])}
     if not args.yes_i_really_mean_it:
-        print(f"This removes {len(containers + jobs)} container(s)"
-              + (f" and {len(volumes)} volume(s) with their data" if args.remove_volumes else
-                 f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
-        for name, command in endings.items():
-            print(f"  first, in {name}: {' '.join(command)}")
+        for host, plan in plans.items():
+            volumes = plan["volumes"]
+            print(f"This removes {_on(host)}{len(plan['containers'] + plan['jobs'])} container(s)"
+                  + (f" and {len(volumes)} volume(s) with their data" if args.remove_volumes else
+                     f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
+            for name, command in plan["endings"].items():
+                print(f"  first, in {name}: {' '.join(command)}")
         if not _confirmed(args):
             return 1
+    if args.master:
+        for host, plan in _on_every_host(args, "destroy", f"remove_volumes={args.remove_volumes}").items():
+            print(f"[destroy] {host}: removed {len(plan['containers'] + plan['jobs'])} container(s)"
+                  + (f" and {len(plan['volumes'])} volume(s)" if args.remove_volumes else ""))
+        return 0
     if healthloop.stop_health_daemon(settings):
         print("[destroy] health loop stopped")
-    # What the containers made outside themselves goes first, while they still run.
-    for name, command in endings.items():
-        ended = client.containers.get(name).exec_run(command)
-        print(f"[destroy] {name}: {' '.join(command)}"
-              + (f": failed ({ended.exit_code}): {ended.output.decode(errors='replace').strip()[-500:]}"
-                 if ended.exit_code else ""))
-    for container in jobs:
-        container.remove(force=True)
-    for container in containers:
-        manager.remove(container)
-    # A container removed by hand before (docker rm) still has a running generation in history.
-    for name in recorded_names(settings["kolla_state_directory"]):
-        if name.startswith(prefix) and manager.get(name) is None:
-            manager.history(name).set_removed()
-    if args.remove_volumes:
-        for name in volumes:
-            client.volumes.get(name).remove()
-            print(f"[destroy] removed volume {name}")
+    manager.destroy(settings["container_name_prefix"], remove_volumes=args.remove_volumes)
+    return 0
+
+
+def _on(host):
+    """The prefix naming the host a line is about (none on one host)."""
+    return f"{host}: " if host else ""
+
+
+def _on_every_host(args, action, *action_args):
+    """{host: its return} of kolla_container.ACTION on every host of the master;
+    fails naming the hosts that did not do it (the others did: each host's part
+    is whole on its own, and the same command again completes the rest)."""
+    found = args.master.ask_all(f"kolla_container.{action}", *action_args, timeout=600)
+    failed = {host: ret for host, ret in found.items() if not isinstance(ret, (dict, list))}
+    if failed:
+        raise KollaError(f"{action}: " + "; ".join(
+            f"{host}: {ret or 'its salt-minion does not answer the master'}" for host, ret in sorted(failed.items())))
+    return found
 
 
 def cmd_mariadb_recovery(args):
@@ -1339,9 +1349,11 @@ def build_parser():
     p.add_argument("names", nargs="+", metavar="NAME", help="a service (its release pin and its containers held "
                                                             "on any host) or a container (with or without the prefix; "
                                                             "HOST:CONTAINER for one held through a master)")
-    p = add("stop", cmd_stop, "stop running containers (default: all managed ones)")
+    p = add("stop", cmd_stop, "stop running containers (default: all managed ones; through a master, on every "
+                              "host); `deploy` starts them again")
     p.add_argument("--services", help="comma-separated services")
-    p = add("destroy", cmd_destroy, "remove all managed containers (asks first; keeps volumes)")
+    p = add("destroy", cmd_destroy, "remove all managed containers, through a master on every host (asks "
+                                    "first; keeps volumes)")
     p.add_argument("--remove-volumes", action="store_true", help="also remove named volumes and their data")
     p.add_argument("--yes-i-really-mean-it", action="store_true", help="do not ask")
     p = add("init-runonce", cmd_init_runonce, "make the deployed cloud ready for its first server: the project's "

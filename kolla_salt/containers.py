@@ -748,6 +748,43 @@ class ContainerManager:
         service disabled, or no longer for this host."""
         return self.deployment_containers(prefix, outside_sets=declared_sets)
 
+    def destroy_plan(self, prefix):
+        """What `destroy` would remove here: {containers, jobs, volumes (those they
+        mount), endings ({container: the command its spec runs before it goes,
+        on_destroy})}, names only."""
+        containers = self.deployment_containers(prefix)
+        jobs = [c for c in self.client.containers.list(all=True, filters={"label": LABEL_JOB})
+                if c.name.startswith(prefix)]
+        endings = {c.name: declared_spec(c.labels).get("on_destroy") for c in containers if c.status == "running"}
+        return {"containers": [c.name for c in containers], "jobs": [c.name for c in jobs],
+                "volumes": sorted({m["Name"] for c in containers + jobs for m in c.attrs["Mounts"]
+                                   if m["Type"] == "volume"}),
+                "endings": {name: command for name, command in endings.items() if command}}
+
+    def destroy(self, prefix, remove_volumes=False):
+        """Removes this deployment's containers and jobs here (history says so: a
+        rollback can still return to what ran), running each one's on_destroy command
+        first while it still runs (what it made outside itself); its volumes only with
+        `remove_volumes`. Returns the plan it carried out (destroy_plan)."""
+        plan = self.destroy_plan(prefix)
+        for name, command in plan["endings"].items():
+            ended = self.client.containers.get(name).exec_run(command)
+            self.out(f"{name}: {' '.join(command)}"
+                     + (f": failed ({ended.exit_code}): {ended.output.decode(errors='replace').strip()[-500:]}"
+                        if ended.exit_code else ""))
+        for name in plan["jobs"]:
+            self.client.containers.get(name).remove(force=True)
+        for name in plan["containers"]:
+            self.remove(self.client.containers.get(name))
+        # A container removed by hand before (docker rm) still has a running generation in history.
+        for name in generations.recorded_names(self.state_dir):
+            if name.startswith(prefix) and self.get(name) is None:
+                self.history(name).set_removed()
+        for name in plan["volumes"] if remove_volumes else ():
+            self.client.volumes.get(name).remove()
+            self.out(f"removed volume {name}")
+        return plan
+
     def remove(self, container):
         """Removes a managed container, never its volumes; when it is the current
         generation, history says it was removed."""

@@ -91,14 +91,14 @@ class Master:
         except (json.JSONDecodeError, KeyError):
             raise KollaError(f"salt-key: {(proc.stderr or proc.stdout).strip()[-500:]}")
 
-    def ask_all(self, function):
-        """{accepted minion: its return of FUNCTION, None when it does not answer}
+    def ask_all(self, function, *args, timeout=ANSWER_SECONDS):
+        """{accepted minion: its return of FUNCTION ARGS, None when it does not answer}
         (`salt '*'` leaves out minions that do not answer: salt-key lists them; both
         asked at once)."""
         from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(2) as pool:
             accepted = pool.submit(self.minions)
-            found = pool.submit(self.returns, "*", function, timeout=ANSWER_SECONDS)
+            found = pool.submit(self.returns, "*", function, *args, timeout=timeout)
             return {m: found.result().get(m) for m in accepted.result()}
 
     # -- before anything changes ------------------------------------------------------

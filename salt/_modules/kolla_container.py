@@ -3,7 +3,7 @@ settings (state folder, health timeout, generations kept) and the secrets to
 redact from any output come from the `kolla` pillar. Every action a master may
 call on a minion is here: plan/ensure, job_pending/run_job, rollback, undeclared/
 remove_undeclared (containers of services no longer declared for this host), stop,
-and what `kolla-salt` on a master reads: facts, status, logs."""
+destroy_plan/destroy, and what `kolla-salt` on a master reads: facts, status, logs."""
 import sys
 
 import docker
@@ -186,3 +186,17 @@ def logs(name, tail=None):
 def stop(services=None):
     """Stops this host's running containers (all, or those of `services`); returns their names."""
     return _manager().stop(__pillar__["kolla"]["settings"]["container_name_prefix"], services or ())
+
+
+def destroy_plan():
+    """What destroy() would remove on this host (ContainerManager.destroy_plan)."""
+    return _manager().destroy_plan(__pillar__["kolla"]["settings"]["container_name_prefix"])
+
+
+def destroy(remove_volumes=False):
+    """Removes this host's containers and jobs (their volumes only with
+    `remove_volumes`), its health loop stopped first; returns what it removed."""
+    from kolla_salt import healthloop
+    settings = __pillar__["kolla"]["settings"]
+    healthloop.stop_health_daemon(settings)
+    return _manager().destroy(settings["container_name_prefix"], remove_volumes=bool(remove_volumes))

@@ -950,6 +950,31 @@ def test_a_release_upgrade_through_the_master_is_taken_back_with_its_data(hosts,
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
+def test_stop_and_destroy_through_the_master_reach_every_host_and_keep_the_data(hosts, cloud):
+    """`stop --services memcached` through the master stops memcached on every host,
+    and the health machinery leaves it stopped; `deploy` starts them again and then
+    predicts no change. `destroy` names what it would remove on each host and asks;
+    confirmed, it removes every host's containers and keeps their volumes (the
+    database's data)."""
+    out = kolla("stop", "--services", "memcached")
+    assert all(f"[stop] {h['name']}: memcached stopped" in out for h in hosts), out
+    time.sleep(15)   # longer than the health checks' interval: nothing starts it again
+    assert all(engine(h).containers.get("memcached").status == "exited" for h in hosts)
+    out = kolla("deploy")
+    assert all(f"{h['name']}: changed memcached" in out for h in hosts), out
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+    asked = subprocess.run([KOLLA, "--lab", NAME, "destroy"], input="no\n", capture_output=True, text=True)
+    assert asked.returncode == 1 and all(f"This removes {h['name']}: " in asked.stdout for h in hosts), asked
+    assert all(engine(h).containers.get("memcached").status == "running" for h in hosts)   # nothing removed
+    out = kolla("destroy", "--yes-i-really-mean-it")
+    for host in hosts:
+        assert f"[destroy] {host['name']}: removed " in out, out
+        client = engine(host)
+        assert client.containers.list(all=True, filters={"label": "kolla.name"}) == [], host["name"]
+        assert "mariadb" in [v.name for v in client.volumes.list()], host["name"]   # each member's data stays
+
+
 def test_lab_down_leaves_nothing_behind(hosts):
     pids = [int(p.read_text()) for p in (RUN_ROOT / NAME).glob("*.pid")]
     lab("down")
