@@ -150,6 +150,22 @@ def scheduled_why(settings):
     return f"{SCHEDULED} (mariadb_backup_interval_minutes: {settings['mariadb_backup_interval_minutes']})"
 
 
+def forgotten(member, services, manifest):
+    """{what: (why, [each one])}: what a restore of backup `manifest` into the running
+    `member` would forget while it lives on outside the database, asked with each of
+    the pillar `services`' restore_forgets queries (kolla_salt.inventory) for what was
+    made since the backup; a query that fails (its database is not there) names
+    nothing."""
+    taken = datetime.datetime.fromisoformat(manifest["taken"]).astimezone(datetime.timezone.utc)
+    found = {}
+    for service in services:
+        for what, entry in (service.get("restore_forgets") or {}).items():
+            rows = query(member, entry["query"].replace("{taken}", taken.strftime("%Y-%m-%d %H:%M:%S")))
+            if rows:
+                found[what] = (entry["why"], rows.splitlines())
+    return found
+
+
 def taken_at(manifest):
     """When a backup was taken, in seconds since the epoch."""
     return datetime.datetime.fromisoformat(manifest["taken"]).timestamp()

@@ -1001,11 +1001,12 @@ def _confirmed(args):
     return answer == "yes"
 
 
-def _restore_checked(args, database, name, releases):
+def _restore_checked(args, database, name, releases, services):
     """The manifest of backup `name` once it is whole, fits containers at `releases`
-    and the operator folder's secrets, and the operator agreed; ValidationError naming
-    the problems, or None if not agreed."""
-    from .backup import release_problems, secret_problems
+    and the operator folder's secrets, and the operator agreed, told what of the
+    pillar `services` the restore forgets while it lives on (their restore_forgets);
+    ValidationError naming the problems, or None if not agreed."""
+    from .backup import forgotten, release_problems, secret_problems
     manifest = database.backups.find(name)
     problems = (release_problems(manifest, releases)
                 + secret_problems(manifest, args.config_dir, database.backups.directory / name))
@@ -1014,6 +1015,8 @@ def _restore_checked(args, database, name, releases):
     print(f"This puts back the database of {database.member.name} as backup {name} holds it ({manifest['taken']}, "
           f"{manifest['why']}): everything written since is lost, though a backup of the data it replaces is "
           f"taken first. Stopped meanwhile: {', '.join(database.writers) or 'nothing else'}.")
+    for what, (why, each) in forgotten(database.member, services, manifest).items():
+        print(f"  {what} {why}: {', '.join(each)}")
     return manifest if _confirmed(args) else None
 
 
@@ -1126,7 +1129,8 @@ def cmd_mariadb_restore(args):
     settings = pillar["kolla"]["settings"]
     database = _database_here(args, pillar)
     manifest = _restore_checked(args, database, args.backup,
-                                running_releases(_client(), settings["container_name_prefix"]))
+                                running_releases(_client(), settings["container_name_prefix"]),
+                                pillar["kolla"]["services"])
     if manifest is None:
         return 1
     started = time.monotonic()
@@ -1156,7 +1160,7 @@ def _rollback_release(args):
         raise ValidationError([f"--release {args.release}: no backup in {database.backups.directory} was taken under "
                                f"{args.release} (an upgrade takes one before its migrations): the database cannot "
                                f"go back with the containers, so nothing was changed"])
-    manifest = _restore_checked(args, database, fitting[-1], back)
+    manifest = _restore_checked(args, database, fitting[-1], back, pillar["kolla"]["services"])
     if manifest is None:
         return 1
     started = time.monotonic()

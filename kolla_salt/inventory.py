@@ -643,6 +643,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         # The volumes its jobs fill, on every host of the service (a run_once job runs
         # on one): a restore stops the services that write to the database on each host.
         entry["fills"] = sorted({volume for job in jobs.values() for volume in job.get("fills") or ()})
+        entry["restore_forgets"] = restore_forgets(definition.get("restore_forgets"), f"{where}: restore_forgets",
+                                                   problems)
         for jname, job in jobs.items():
             jwhere = f"{where}: jobs.{jname}"
             job = dict(job)
@@ -673,6 +675,18 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     for entry in services:
         entry["after"] = waiting[entry["name"]]
     return services
+
+
+def restore_forgets(declared, where, problems):
+    """A folder's `restore_forgets`: {what: {query, why}}, the rows a restore to an
+    older backup forgets while what they describe lives on outside the database
+    (nova's servers keep running on their hosts). `query` is SQL naming each one made
+    since the backup, `{taken}` standing for its time (UTC, 'YYYY-MM-DD HH:MM:SS')."""
+    declared = declared or {}
+    for what, entry in declared.items():
+        if not isinstance(entry, dict) or set(entry) != {"query", "why"} or "{taken}" not in str(entry["query"]):
+            problems.append(f"{where}.{what}: expected query (SQL with {{taken}}) and why")
+    return declared
 
 
 # A job's run_once: which of the service's hosts (in minion id order) runs it. With a

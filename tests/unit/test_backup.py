@@ -7,8 +7,8 @@ import json
 import pytest
 from operator_files import write_secrets
 
-from kolla_salt.backup import (Backups, data_secrets, database_parts, due, host_releases, key_values, release_problems,
-                               secret_problems)
+from kolla_salt.backup import (Backups, data_secrets, database_parts, due, forgotten, host_releases, key_values,
+                               release_problems, secret_problems)
 from kolla_salt.errors import ValidationError
 
 
@@ -144,3 +144,41 @@ def test_a_masters_backup_keys_releases_by_host_and_container_leaving_out_silent
     facts = {"host2": {"releases": {"keystone": "2026.2"}}, "host1": {"releases": {"keystone": "2026.1"}},
              "host3": None}
     assert host_releases(facts) == {"host1:keystone": "2026.1", "host2:keystone": "2026.2"}
+
+
+def test_a_restore_names_what_it_forgets_made_since_the_backup_as_each_service_folder_asks():
+    """nova's folder asks for the servers made since the backup (its restore_forgets):
+    the query runs in the member with the backup's time in UTC; a query that names
+    nothing, or fails (no such database), says nothing."""
+    from kolla_salt.inventory import restore_forgets
+
+    class Result:
+        def __init__(self, code, text):
+            self.exit_code, self.output = code, text.encode()
+
+    class Member:
+        asked = []
+
+        def exec_run(self, command):
+            sql = command[-1]
+            self.asked.append(sql)
+            if "nova.instances" in sql:
+                return Result(0, "kst-one (1-2)\nkst-two (3-4)\n")
+            return Result(1, "ERROR 1049: Unknown database 'glance'") if "glance" in sql else Result(0, "")
+    problems = []
+    declared = {"servers": {"query": "SELECT name FROM nova.instances WHERE created_at > '{taken}'",
+                            "why": "would run on unknown to nova"}}
+    services = [{"name": "nova", "restore_forgets": restore_forgets(declared, "nova", problems)},
+                {"name": "glance", "restore_forgets": {"images": {"query": "SELECT 1 FROM glance.x WHERE t > '{taken}'",
+                                                                  "why": "-"}}},
+                {"name": "placement", "restore_forgets": {"none": {"query": "SELECT 1 WHERE '{taken}' > 0",
+                                                                   "why": "-"}}},
+                {"name": "keystone"}]
+    manifest = {"taken": "2026-11-28T23:32:31+01:00"}
+    assert forgotten(Member(), services, manifest) == {
+        "servers": ("would run on unknown to nova", ["kst-one (1-2)", "kst-two (3-4)"])}
+    assert "created_at > '2026-11-28 22:32:31'" in Member.asked[0] and problems == []
+    restore_forgets({"servers": {"query": "SELECT 1", "why": "x"}, "ports": "SELECT"}, "nova: restore_forgets",
+                    problems)
+    assert problems == ["nova: restore_forgets.servers: expected query (SQL with {taken}) and why",
+                        "nova: restore_forgets.ports: expected query (SQL with {taken}) and why"]
