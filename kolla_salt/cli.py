@@ -873,6 +873,7 @@ def _on_every_host(args, action, *action_args):
     """{host: its return} of kolla_container.ACTION on every host of the master;
     fails naming the hosts that did not do it (the others did: each host's part
     is whole on its own, and the same command again completes the rest)."""
+    args.master.host_facts()   # a host running older Salt modules gets the checkout's first
     found = args.master.ask_all(f"kolla_container.{action}", *action_args, timeout=600)
     failed = {host: ret for host, ret in found.items() if not isinstance(ret, (dict, list))}
     if failed:

@@ -107,7 +107,7 @@ class Master:
         builds (and validates) what each host gets."""
         from .inventory import load_settings, placement
         folder = self.operator_folder()
-        hosts = self._host_facts()
+        hosts = self.host_facts()
         accepted = sorted(hosts)
         if not accepted:
             raise KollaError(f"no minion key is accepted on the master ({self.config_dir}); nothing was changed")
@@ -172,7 +172,7 @@ class Master:
             raise ValidationError(problems)
         return pillars
 
-    def _host_facts(self):
+    def host_facts(self):
         """{accepted minion: its kolla_container.facts, None when it does not answer};
         hosts running other module code than the checkout's are synced first
         (saltutil.sync_all)."""
