@@ -425,8 +425,9 @@ class ContainerManager:
         """Runs the spec's check through docker exec until it passes (no waiting
         for Docker's first scheduled check); fails early if the container exits
         (or, `just_started`, was restarted by Docker since: it exited once)."""
-        deadline = time.monotonic() + (timeout or self.health_timeout)
-        last = "no check has run yet"
+        began = time.monotonic()
+        deadline = began + (timeout or self.health_timeout)
+        said = []   # [seconds in, answer, how many times in a row] of each different answer
         while True:
             container.reload()
             state = container.attrs["State"]
@@ -437,12 +438,20 @@ class ContainerManager:
             if state["Status"] == "running":
                 if spec.healthcheck is None:
                     return
-                passed, last = run_check(container, spec)
+                passed, answer = run_check(container, spec)
                 if passed:
                     return
+                if said and said[-1][1] == answer:
+                    said[-1][2] += 1
+                else:
+                    said.append([time.monotonic() - began, answer, 1])
             if time.monotonic() > deadline:
+                # The last few answers, each from when it began: a check that timed out
+                # all along reads differently from a start that ended late.
+                told = "; ".join(f"from {at:.0f} s: {answer}" + (f" ({times} times)" if times > 1 else "")
+                                 for at, answer, times in said[-3:]) or "no check has run yet"
                 raise HealthTimeout(f"container {spec.name} did not pass its health check within "
-                                    f"{timeout or self.health_timeout} s; last check said: {redact(last, self.secrets)}")
+                                    f"{timeout or self.health_timeout} s; its checks said: {redact(told, self.secrets)}")
             time.sleep(0.2)
 
     def _logs_tail(self, container, lines=30):
