@@ -878,7 +878,8 @@ def _on_every_host(args, action, *action_args):
     failed = {host: ret for host, ret in found.items() if not isinstance(ret, (dict, list))}
     if failed:
         raise KollaError(f"{action}: " + "; ".join(
-            f"{host}: {ret or 'its salt-minion does not answer the master'}" for host, ret in sorted(failed.items())))
+            f"{host}: {str(ret).strip().splitlines()[-1] if ret else 'its salt-minion does not answer the master'}"
+            for host, ret in sorted(failed.items())))
     return found
 
 
