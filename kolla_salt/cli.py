@@ -1392,8 +1392,8 @@ def build_parser():
     return parser
 
 
-THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "mariadb-recovery",
-                  "mariadb-backup", "mariadb-restore", "rotate-keys")
+THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "unpin", "stop",
+                  "destroy", "mariadb-recovery", "mariadb-backup", "mariadb-restore", "rotate-keys")
 
 
 def _through_master(args):

@@ -1001,8 +1001,9 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     assert f"runs {NEXT} and generation" in proc.stderr and "cannot go back to an older release" in proc.stderr \
         and "ServiceTooOld" in proc.stderr, proc.stderr
     assert docker_client.containers.get(env.name("nova_compute")).id == compute
-    for name in ("release", "on-next"):
-        env.openstack("server", "delete", "--wait", f"kst-{name}", values=False)
+    # kst-release runs on through tempest: the release rollback (the last test) takes the
+    # cloud back under it.
+    env.openstack("server", "delete", "--wait", "kst-on-next", values=False)
 
 
 def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
@@ -1038,12 +1039,15 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     default release then) and puts every container back at the default release. It
     first names the servers made since the backup (deleted here before it goes on).
     What was written since is gone (a project made on NEXT, tempest's leftovers); the
-    server made before the upgrade is still ACTIVE and answers on its network (its
-    guest ran through upgrade and rollback); a new server boots; the next deploy
-    changes nothing."""
+    server the upgrade test made before its upgrade is still ACTIVE, its qemu the same
+    process, answering on its network (the test host of the `server` fixture); a new
+    server boots; the next deploy changes nothing."""
     env = cloud
     default = default_settings()["openstack_release"]
     expected = env.run("mariadb-backup", "--list").stdout.splitlines()[-1].split()[0]   # the upgrade's
+    running = json.loads(env.openstack("server", "show", "kst-release", "-f", "json", values=False))
+    qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
+    pinged = {"address": running["addresses"]["kst-servers"][0]}
     env.openstack("project", "create", "--domain", "default", "kst-on-next")
     # A server made since the backup would run on unknown to nova: the rollback names
     # it before it asks (nova's restore_forgets); not confirmed, nothing is done.
@@ -1061,14 +1065,13 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     for container in docker_client.containers.list(filters={"name": env.prefix}):
         assert container.image.labels.get("kolla.release") in (None, default), container.name
     assert "kst-on-next" not in env.openstack("project", "list", "-c", "Name").split()
-    assert env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE"
-    wait_for("the server answers after the rollback", lambda: answers_ping(server), 120)
-    # The upgrade test deleted its server after the backup: the database has it again,
-    # its guest is gone; deleting it once more clears it.
-    env.openstack("server", "delete", "--wait", "kst-release", values=False)
+    assert env.openstack("server", "show", running["id"], "-c", "status").strip() == "ACTIVE"
+    assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
+    wait_for("the server answers after the rollback", lambda: answers_ping(pinged), 120)
     back = boot_server(env.openstack, "kst-", name="after-rollback")
     assert back["status"] == "ACTIVE", back
     wait_for("boot message after the rollback",
              lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack, back["id"]), 180)
-    env.openstack("server", "delete", "--wait", "kst-after-rollback", values=False)
+    for name in ("after-rollback", "release"):
+        env.openstack("server", "delete", "--wait", f"kst-{name}", values=False)
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
