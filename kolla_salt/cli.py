@@ -475,9 +475,7 @@ def cmd_upgrade(args):
             if args.release and not everything:
                 pins.services[service["name"]] = {"release": args.release}
             for container in service["containers"]:   # held here, or on a host through a master
-                name = container["spec"]["name"]
-                for key in [k for k in pins.containers if k == name or k.endswith(":" + name)]:
-                    del pins.containers[key]
+                pins.release_container(container["spec"]["name"])
         # A service pinned to the release every service follows needs no pin.
         release = user_globals.get("openstack_release", pillar["kolla"]["settings"]["openstack_release"])
         for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
@@ -821,11 +819,9 @@ def cmd_stop(args):
     if args.master:
         stopped = _on_every_host(args, "stop", json.dumps(wanted))
     else:
-        from .containers import ContainerManager
-        settings = _settings(args)
+        settings, manager = _here(args)
         if not wanted and healthloop.stop_health_daemon(settings):
             print("[stop] health loop stopped")
-        manager = ContainerManager.from_settings(settings, client=_client())
         stopped = {None: manager.stop(settings["container_name_prefix"], set(wanted))}
     for host, names in stopped.items():
         for name in names:
@@ -839,9 +835,7 @@ def cmd_destroy(args):
     if args.master:
         plans = _on_every_host(args, "destroy_plan")
     else:
-        from .containers import ContainerManager
-        settings = _settings(args)
-        manager = ContainerManager.from_settings(settings, client=_client(), out=lambda m: print(f"[destroy] {m}"))
+        settings, manager = _here(args, out=lambda m: print(f"[destroy] {m}"))
         plans = {None: manager.destroy_plan(settings["container_name_prefix"])}
     if not args.yes_i_really_mean_it:
         for host, plan in plans.items():
@@ -853,8 +847,9 @@ def cmd_destroy(args):
                 print(f"  first, in {name}: {' '.join(command)}")
         if not _confirmed(args):
             return 1
-    if args.master:
-        for host, plan in _on_every_host(args, "destroy", f"remove_volumes={args.remove_volumes}").items():
+    if args.master:   # the modules were synced for the plan: no second round
+        for host, plan in _on_every_host(args, "destroy", f"remove_volumes={args.remove_volumes}",
+                                         synced=True).items():
             print(f"[destroy] {host}: removed {len(plan['containers'] + plan['jobs'])} container(s)"
                   + (f" and {len(plan['volumes'])} volume(s)" if args.remove_volumes else ""))
         return 0
@@ -864,16 +859,25 @@ def cmd_destroy(args):
     return 0
 
 
+def _here(args, out=None):
+    """This host's settings and ContainerManager (the one-host road of stop and destroy)."""
+    from .containers import ContainerManager
+    settings = _settings(args)
+    return settings, ContainerManager.from_settings(settings, client=_client(), out=out)
+
+
 def _on(host):
     """The prefix naming the host a line is about (none on one host)."""
     return f"{host}: " if host else ""
 
 
-def _on_every_host(args, action, *action_args):
-    """{host: its return} of kolla_container.ACTION on every host of the master;
-    fails naming the hosts that did not do it (the others did: each host's part
-    is whole on its own, and the same command again completes the rest)."""
-    args.master.host_facts()   # a host running older Salt modules gets the checkout's first
+def _on_every_host(args, action, *action_args, synced=False):
+    """{host: its return} of kolla_container.ACTION on every host of the master, the
+    hosts running older Salt modules synced first (unless `synced`); fails naming the
+    hosts that did not do it (the others did: each host's part is whole on its own,
+    and the same command again completes the rest)."""
+    if not synced:
+        args.master.host_facts()
     found = args.master.ask_all(f"kolla_container.{action}", *action_args, timeout=600)
     failed = {host: ret for host, ret in found.items() if not isinstance(ret, (dict, list))}
     if failed:

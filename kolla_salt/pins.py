@@ -108,16 +108,24 @@ class Pins:
 
     def release(self, name, services, service_of):
         """Removes the pins of `name`: a service (in `services`) loses its release pin and
-        the pins of its containers on every host; a container, `CONTAINER` or
-        `HOST:CONTAINER`, loses its own. `service_of(key)` names the service of a
-        container pin that does not record it (pins.yml of an earlier kolla-salt).
-        Returns the keys removed."""
+        the pins of its containers on every host; a container loses its pins, on every
+        host (`CONTAINER`) or on one (`HOST:CONTAINER`). `service_of(key)` names the
+        service of a container pin that does not record it (pins.yml of an earlier
+        kolla-salt). Returns the keys removed."""
         removed = [f"services.{name}"] if name in services and self.services.pop(name, None) else []
-        for key, pin in list(self.containers.items()):
-            if key == name or (name in services and (pin.get("service") or service_of(key)) == name):
-                del self.containers[key]
-                removed.append(f"containers.{key}")
-        return removed
+        return removed + self._drop(lambda key, pin: _holds(key, name) or (
+            name in services and (pin.get("service") or service_of(key)) == name))
+
+    def release_container(self, name):
+        """Removes the pins of container `name` on every host (an upgrade replaces them);
+        returns the keys removed."""
+        return self._drop(lambda key, pin: _holds(key, name))
+
+    def _drop(self, matches):
+        keys = [key for key, pin in self.containers.items() if matches(key, pin)]
+        for key in keys:
+            del self.containers[key]
+        return [f"containers.{key}" for key in keys]
 
     def describe(self):
         """One line per pin, for people."""
@@ -135,6 +143,12 @@ class Pins:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(HEADER + yaml.safe_dump(data, default_flow_style=False, sort_keys=True))
         tmp.replace(self.path)
+
+
+def _holds(key, container):
+    """Whether the pins.yml key `key` holds `container`: on this host (CONTAINER) or on
+    one through a master (HOST:CONTAINER); a key HOST:CONTAINER holds only itself."""
+    return key == container or key.endswith(":" + container)
 
 
 def fingerprints(passwords):

@@ -66,7 +66,8 @@ def test_a_password_changed_under_a_held_container_is_refused_naming_the_key(tmp
 def test_unpinning_a_service_releases_its_containers_on_every_host_and_a_container_only_itself(tmp_path):
     """`unpin SERVICE` finds the service's containers held on any host from what each
     pin records (no host asked); pins an earlier kolla-salt wrote without their service
-    are asked about (service_of); `unpin HOST:CONTAINER` removes that pin alone."""
+    are asked about (service_of); `unpin HOST:CONTAINER` removes that pin alone,
+    `unpin CONTAINER` its pins on every host."""
     def fresh():
         return Pins(tmp_path / "pins.yml", services={"memcached": {"release": "2026.2"}}, containers={
             "host2:memcached": {"generation": 2, "service": "memcached"},
@@ -88,3 +89,9 @@ def test_unpinning_a_service_releases_its_containers_on_every_host_and_a_contain
     assert pins.release("host3:memcached", services, service_of) == ["containers.host3:memcached"]
     assert set(pins.containers) == {"host2:memcached", "host1:keystone", "kst-memcached"}
     assert pins.release("glance", services, service_of) == []
+    # A container's name, without a host: its pins on every host (as an upgrade drops them).
+    pins.containers.update({"host1:memcached": {"generation": 2}, "host1:kst-memcached": {"generation": 2}})
+    assert pins.release("memcached", {"keystone"}, service_of) == ["containers.host2:memcached",
+                                                                   "containers.host1:memcached"]
+    assert pins.release_container("kst-memcached") == ["containers.kst-memcached", "containers.host1:kst-memcached"]
+    assert list(pins.containers) == ["host1:keystone"]
