@@ -152,10 +152,10 @@ def scheduled_why(settings):
 
 def forgotten(member, services, manifest):
     """{what: (why, [each one])}: what a restore of backup `manifest` into the running
-    `member` would forget while it lives on outside the database, asked with each of
-    the pillar `services`' restore_forgets queries (kolla_salt.inventory) for what was
-    made since the backup; a query that fails (its database is not there) names
-    nothing."""
+    `member` would forget while it lives on outside the database, asked with the
+    restore_forgets queries (kolla_salt.inventory: every enabled service's, on the
+    mariadb entry of the pillar `services`) for what was made since the backup; a
+    query that fails (its database is not there) names nothing."""
     taken = datetime.datetime.fromisoformat(manifest["taken"]).astimezone(datetime.timezone.utc)
     found = {}
     for service in services:

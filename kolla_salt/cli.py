@@ -1021,9 +1021,15 @@ def _restore_checked(args, database, name, releases, services):
     print(f"This puts back the database of {database.member.name} as backup {name} holds it ({manifest['taken']}, "
           f"{manifest['why']}): everything written since is lost, though a backup of the data it replaces is "
           f"taken first. Stopped meanwhile: {', '.join(database.writers) or 'nothing else'}.")
-    for what, (why, each) in forgotten(database.member, services, manifest).items():
-        print(f"  {what} {why}: {', '.join(each)}")
+    _say_forgotten(forgotten(database.member, services, manifest))
     return manifest if _confirmed(args) else None
+
+
+def _say_forgotten(found):
+    """What a restore forgets while it lives on (kolla_salt.backup.forgotten), before
+    the operator is asked."""
+    for what, (why, each) in found.items():
+        print(f"  {what} {why}: {', '.join(each)}")
 
 
 def _restore(args, pillar, database, manifest, restart_writers=True):
@@ -1056,7 +1062,8 @@ def _restore(args, pillar, database, manifest, restart_writers=True):
 def _restore_checked_through_master(args, members, host, name, releases):
     """The manifest of backup `name` of `host` once its files check out there, it fits
     containers at `releases` and the operator folder's secrets, and the operator
-    agreed; ValidationError naming the problems, or None if not agreed."""
+    agreed, told what the restore forgets while it lives on (asked on `host`);
+    ValidationError naming the problems, or None if not agreed."""
     from .backup import master_secrets, release_problems, secret_problems
     manifest = args.master.returns([host], "kolla_backup.find", json.dumps(name), timeout=600).get(host)
     if not isinstance(manifest, dict):
@@ -1069,6 +1076,10 @@ def _restore_checked_through_master(args, members, host, name, releases):
           f"holds it ({manifest['taken']}, {manifest['why']}): everything written since is lost, though a backup of "
           f"the data it replaces is taken first. The services that write to it are stopped meanwhile; the other "
           f"members are emptied and copy the restored one.")
+    found = args.master.returns([host], "kolla_backup.forgotten", json.dumps(name), timeout=600).get(host)
+    if not isinstance(found, dict):
+        raise KollaError(f"{host}: {str(found or 'no answer').strip().splitlines()[-1]}")
+    _say_forgotten(found)
     return manifest if _confirmed(args) else None
 
 

@@ -544,7 +544,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                                 f"(services: {', '.join(sorted(known_services))})")
     prefix = settings["container_name_prefix"]
     images = discover()
-    enabled, definitions, addresses, members = {}, {}, {}, {}
+    enabled, definitions, addresses, members, forgets = {}, {}, {}, {}, {}
     for top, service in order:
         if not settings.get(f"enable_{service}", False):
             continue
@@ -553,6 +553,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         except (jinja2.TemplateError, yaml.YAMLError) as error:
             problems.append(f"salt/states/kolla/{service}/defaults.yaml: {error}")
             continue
+        # What a restore forgets is asked where the database is, whichever hosts run the
+        # service that declares it (nova's servers, asked on a mariadb host without nova).
+        forgets.update(restore_forgets(enabled[service].get("restore_forgets"),
+                                       f"salt/states/kolla/{service}/defaults.yaml: restore_forgets", problems))
         patterns = host_patterns(settings, service, enabled[service])
         if any(fnmatch.fnmatch(minion_id, pattern) for pattern in patterns):
             definitions[service] = enabled[service]
@@ -643,8 +647,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         # The volumes its jobs fill, on every host of the service (a run_once job runs
         # on one): a restore stops the services that write to the database on each host.
         entry["fills"] = sorted({volume for job in jobs.values() for volume in job.get("fills") or ()})
-        entry["restore_forgets"] = restore_forgets(definition.get("restore_forgets"), f"{where}: restore_forgets",
-                                                   problems)
+        if service == "mariadb":   # kolla_salt.backup.forgotten asks them in its member
+            entry["restore_forgets"] = forgets
         for jname, job in jobs.items():
             jwhere = f"{where}: jobs.{jname}"
             job = dict(job)

@@ -66,6 +66,14 @@ def find(name):
     return _backups().find(name)
 
 
+def forgotten(name):
+    """What a restore of backup `name` into this host's member would forget while it
+    lives on outside the database: {what: [why, [each one]]} (kolla_salt.backup.forgotten)."""
+    from kolla_salt.backup import forgotten as asked
+    return {what: [why, each] for what, (why, each)
+            in asked(_member(_manager()), _kolla()["services"], find(name)).items()}
+
+
 def job_records():
     """The records of the jobs that fill the database here (what a backup keeps)."""
     return _manager().job_records(_parts()[2])

@@ -496,6 +496,12 @@ def test_a_cpu_starved_keystone_stays_in_its_backend_and_answers_slower(cloud, d
     assert watch.marked_down == {"keystone": 0} and watch.fewest == {"keystone": 1}, (watch.marked_down, watch.fewest)
 
 
+def failed_in_haproxys_words(docker_client, env):
+    """haproxy's log of the requests that failed or were retried (it logs no other,
+    option dontlog-normal): each with its termination state, which says why."""
+    return docker_client.containers.get(env.name("haproxy")).logs(tail=40).decode(errors="replace")
+
+
 def test_a_frozen_keystone_is_healed_and_its_clients_wait_instead_of_failing(cloud, docker_client):
     """keystone's processes stopped (SIGSTOP: alive, answering nothing): the health
     loop restarts it, and a client asking for a token through the VIP every 100 ms has
@@ -523,7 +529,7 @@ def test_a_frozen_keystone_is_healed_and_its_clients_wait_instead_of_failing(clo
     print(f"\nfrozen keystone: a token through the VIP again after {healed:.1f} s, "
           f"{prober.calls} requests, {prober.failed} failed, longest gap {prober.longest_gap():.1f} s")
     assert restarted != keystone.attrs["State"]["StartedAt"], "the health loop did not restart keystone"
-    assert prober.failed == 0, prober.failures
+    assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, cloud))
     assert prober.longest_gap() < 10, prober.longest_gap()
 
 
@@ -715,6 +721,19 @@ def answers_ping(server):
                           capture_output=True).returncode == 0
 
 
+def wait_until_it_answers(env, server, seconds, what="answer to ping"):
+    """Pings the server until it answers; if it does not within `seconds`, the failure
+    says where its boot stopped: its status, its port's, the end of its console."""
+    try:
+        wait_for(what, lambda: answers_ping(server), seconds)
+    except AssertionError as silent:
+        shown = json.loads(env.openstack("server", "show", server["id"], "-f", "json", values=False))
+        ports = env.openstack("port", "list", "--server", server["id"], "-c", "Status", values=False)
+        console = guest_console_log(env.openstack, server["id"]).splitlines()[-15:]
+        raise AssertionError(f"{silent}: server {shown['status']} on {shown.get('OS-EXT-SRV-ATTR:host')}, "
+                             f"its ports {ports.split()}, the end of its console:\n" + "\n".join(console)) from None
+
+
 def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_network(cloud, docker_client, server):
     """`server create` gets an ACTIVE server with an address on the network (its port
     plugged into the integration bridge and bound by OVN); `console log show` has its
@@ -738,7 +757,7 @@ def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_net
     assert f"kolla-salt guest: user data {USER_DATA}" in said, said
     wait_for("ACTIVE test host port", lambda: env.openstack("port", "show", server["prober"], "-c",
                                                             "status").strip() == "ACTIVE", 60)
-    wait_for("answer to ping", lambda: answers_ping(server), 30)
+    wait_until_it_answers(env, server, 30)
     assert server["instance"] in virsh_list(docker_client, env)
 
 
@@ -832,7 +851,7 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
     nova-compute has its libvirt again: a new server boots right after it; the pins
     and globals then agree with what runs (`deploy --test` changes nothing)."""
     env = cloud
-    wait_for("answer to ping", lambda: answers_ping(server), 60)
+    wait_until_it_answers(env, server, 60)
     qemu = qemu_pid(server["instance"])
     assert qemu
     new = {"nova_libvirt": f"{IMAGES}/libvirt:kstcloud-new", "nova_compute": f"{IMAGES}/nova:kstcloud-new"}
@@ -895,7 +914,7 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         env.openstack("server", "start", server["id"], values=False)
         wait_for("ACTIVE", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE",
                  60)
-        wait_for("answer to ping after start", lambda: answers_ping(server), 120)
+        wait_until_it_answers(env, server, 120, "answer to ping after start")
         qemu = qemu_pid(server["instance"])
         # The pin lifted: what spoke to nova-compute worked the version out again.
         assert rpc_versions_selected(env) > selected, (selected, rpc_versions_selected(env))
@@ -941,8 +960,8 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     built_images("--release", NEXT, "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance",
                  "placement", "nova", "libvirt", "openvswitch", "ovn", "neutron", "horizon")
     running = boot_server(env.openstack, "kst-", name="release")
-    pinged = {"address": running["addresses"]["kst-servers"][0]}
-    wait_for("answer to ping", lambda: answers_ping(pinged), 120)
+    pinged = {"id": running["id"], "address": running["addresses"]["kst-servers"][0]}
+    wait_until_it_answers(env, pinged, 180)
     qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
     probes = api_probes(env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"], VIP)
     probers = {name: Prober(probe, 0.1, limit=20000) for name, probe in probes.items()}
@@ -965,9 +984,8 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
           f"an answer {longest:.1f} s")
     for name, prober in probers.items():
         print(f"  {name}: {prober.calls} requests, {prober.failed} failed, longest gap {prober.longest_gap():.2f} s")
-    if any(prober.failed for prober in probers.values()):   # why, in haproxy's words
-        print(docker_client.containers.get(env.name("haproxy")).logs(tail=60).decode(errors="replace"))
-    assert {name: prober.failures for name, prober in probers.items() if prober.failed} == {}
+    assert {name: prober.failures for name, prober in probers.items() if prober.failed} == {}, \
+        failed_in_haproxys_words(docker_client, env)
     assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
     assert longest < 5
     for container in docker_client.containers.list(filters={"name": env.prefix}):
@@ -993,7 +1011,7 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     env.openstack("server", "stop", running["id"], values=False)
     wait_for("SHUTOFF", lambda: env.openstack("server", "show", running["id"], "-c", "status").strip() == "SHUTOFF", 60)
     env.openstack("server", "start", running["id"], values=False)
-    wait_for("answer to ping after start", lambda: answers_ping(pinged), 180)
+    wait_until_it_answers(env, pinged, 180, "answer to ping after start")
 
     compute = docker_client.containers.get(env.name("nova_compute")).id
     proc = env.run("rollback", "nova_compute", check=False)
@@ -1047,7 +1065,7 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     expected = env.run("mariadb-backup", "--list").stdout.splitlines()[-1].split()[0]   # the upgrade's
     running = json.loads(env.openstack("server", "show", "kst-release", "-f", "json", values=False))
     qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
-    pinged = {"address": running["addresses"]["kst-servers"][0]}
+    pinged = {"id": running["id"], "address": running["addresses"]["kst-servers"][0]}
     env.openstack("project", "create", "--domain", "default", "kst-on-next")
     # A server made since the backup would run on unknown to nova: the rollback names
     # it before it asks (nova's restore_forgets); not confirmed, nothing is done.
@@ -1067,7 +1085,7 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     assert "kst-on-next" not in env.openstack("project", "list", "-c", "Name").split()
     assert env.openstack("server", "show", running["id"], "-c", "status").strip() == "ACTIVE"
     assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
-    wait_for("the server answers after the rollback", lambda: answers_ping(pinged), 120)
+    wait_until_it_answers(env, pinged, 120, "the server answers after the rollback")
     back = boot_server(env.openstack, "kst-", name="after-rollback")
     assert back["status"] == "ACTIVE", back
     wait_for("boot message after the rollback",

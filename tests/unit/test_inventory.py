@@ -257,3 +257,16 @@ def test_a_tree_whose_set_starts_after_a_later_or_unknown_set_is_refused(tmp_pat
     with pytest.raises(ValidationError) as raised:
         load_tree()
     assert raised.value.problems == [f"{tmp_path / 'tree.yaml'}: {problem}"]
+
+
+def test_what_a_restore_forgets_is_asked_where_the_database_is_even_without_nova(tmp_path):
+    """nova's restore_forgets (its servers made since a backup) reach the mariadb entry
+    of a database host that runs no nova: a restore there names them before it asks."""
+    write_secrets(tmp_path, value=lambda key: "pw")
+    write(tmp_path, "globals.yml", {**COMPUTE, "roles": {"control": ["ctl1"], "compute": [], "network": [],
+                                                         "storage": [], "mariadb": ["db1"]}})
+    services = {s["name"]: s for s in build_pillar(tmp_path, "db1", interfaces={"lo": ["127.0.0.1"]})
+                ["kolla"]["services"]}
+    assert "nova" not in services
+    assert "servers" in services["mariadb"]["restore_forgets"]
+    assert "{taken}" in services["mariadb"]["restore_forgets"]["servers"]["query"]
