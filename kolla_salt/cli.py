@@ -106,6 +106,34 @@ def _volume_keys_here(volume):
         return {}
 
 
+def cmd_certificates(args):
+    """A private CA (kept once made) and haproxy.pem for the external VIP and FQDN
+    (kolla_salt.certificates); the current one is kept while it is valid for more than
+    30 days and covers them, unless --renew."""
+    from . import certificates
+    if not 1 <= args.days <= 3650:
+        raise ValidationError([f"--days: between 1 and 3650, got {args.days}"])
+    settings = _settings(args)
+    names = certificates.external_names(settings)
+    if not names:
+        raise ValidationError([f"{args.config_dir}/globals.yml: key 'kolla_external_vip_address' is empty: the "
+                               f"certificate is for that address (and kolla_external_fqdn)"])
+    folder = certificates.certificates_dir(settings, args.config_dir)
+    if not args.renew:
+        try:
+            _, expiry = certificates.check(folder, names)
+        except ValidationError:
+            expiry = None
+        if expiry and not certificates.expiring(expiry):
+            print(f"{folder / certificates.HAPROXY_PEM}: kept, valid until {expiry:%Y-%m-%d} for {', '.join(names)} "
+                  f"(--renew makes a new one)")
+            return 0
+    certificates.make(folder, names, args.days)
+    print("the next `kolla-salt deploy` serves it" + ("" if settings["kolla_enable_tls_external"]
+                                                      else " once globals.yml sets kolla_enable_tls_external: true"))
+    return 0
+
+
 def cmd_validate(args):
     pillar = _validated_pillar(args)
     services = pillar["kolla"]["services"]
@@ -572,18 +600,19 @@ def cmd_status(args):
     """What runs, in the set tree; what pins.yml holds; the health loop."""
     from .inventory import load_pins
     from .status import collect, health_loop, render
-    if args.master:
-        return _status_through_master(args, load_pins(args.config_dir))
     settings = _settings(args)
+    tls = _certificate_status(args, settings)
+    if args.master:
+        return _status_through_master(args, load_pins(args.config_dir), tls)
     rows, loop, pins = collect(_client(), settings), health_loop(settings), load_pins(args.config_dir)
     if args.format == "json":
-        print(json.dumps({"containers": rows, "health_loop": loop,
+        print(json.dumps({"containers": rows, "health_loop": loop, "tls_certificate": tls,
                           "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
     else:
-        print(render(rows, loop, pins.describe()))
+        print(render(rows, loop, pins.describe()) + _said_certificate(tls))
 
 
-def _status_through_master(args, pins):
+def _status_through_master(args, pins, tls):
     """Every host's containers (kolla_container.status on each minion)."""
     from .status import render_hosts
     found = args.master.ask_all("kolla_container.status")
@@ -592,11 +621,35 @@ def _status_through_master(args, pins):
               else ret or "its salt-minion does not answer the master"
               for host, ret in found.items() if host not in hosts}
     if args.format == "json":
-        print(json.dumps({"hosts": hosts, "not_answering": silent,
+        print(json.dumps({"hosts": hosts, "not_answering": silent, "tls_certificate": tls,
                           "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
     else:
-        print(render_hosts(hosts, silent, pins.describe()))
+        print(render_hosts(hosts, silent, pins.describe()) + _said_certificate(tls))
     return 1 if silent else 0
+
+
+def _certificate_status(args, settings):
+    """With kolla_enable_tls_external: the external VIP's certificate, its expiry and
+    whether it is due for renewal, or what is wrong with it; else None."""
+    from . import certificates
+    if not settings["kolla_enable_tls_external"]:
+        return None
+    folder = certificates.certificates_dir(settings, args.config_dir)
+    found = {"file": str(folder / certificates.HAPROXY_PEM)}
+    try:
+        _, expiry = certificates.check(folder, certificates.external_names(settings))
+    except ValidationError as error:
+        return {**found, "problems": error.problems}
+    return {**found, "valid_until": expiry.isoformat(), "renew": certificates.expiring(expiry)}
+
+
+def _said_certificate(tls):
+    if tls is None:
+        return ""
+    if "problems" in tls:
+        return "\nTLS certificate: " + "; ".join(tls["problems"])
+    return (f"\nTLS certificate {tls['file']}: valid until {tls['valid_until'][:10]}"
+            + (" (within 30 days: `kolla-salt certificates --renew`, then deploy)" if tls["renew"] else ""))
 
 
 def _host_and_container(args):
@@ -1342,6 +1395,10 @@ def build_parser():
     p.add_argument("--batch", type=int, default=1, help="through a master: hosts upgraded at a time (default 1)")
     add_release_jump(p)
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
+    p = add("certificates", cmd_certificates, "make a private CA and the external VIP's certificate "
+            "(certificates/haproxy.pem and ca/root.crt in the operator folder, mode 0600; a valid one is kept)")
+    p.add_argument("--days", type=int, default=365, help="how long the certificate is valid (default 365)")
+    p.add_argument("--renew", action="store_true", help="make a new certificate even if the current one is valid")
     add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml and make missing key repositories "
                               "(keys/; keeps existing ones)")
     add("rotate-keys", cmd_rotate_keys, "rotate keystone's fernet keys (keys/keystone/fernet) once every host "

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import yaml
 
+from . import certificates
 from .private import write_private
 
 CLOUD_NAME = "kolla-admin"
@@ -14,18 +15,33 @@ def keystone_url(settings):
     return f"http://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
 
 
+def public_keystone_url(settings):
+    """Keystone's public endpoint: over TLS on the external VIP with
+    kolla_enable_tls_external, else keystone_url."""
+    if not settings["kolla_enable_tls_external"]:
+        return keystone_url(settings)
+    return f"https://{settings['kolla_external_fqdn']}:{settings['keystone_public_port']}/v3"
+
+
 def write_client_files(config_dir, pillar):
+    """The admin's clients use the public endpoints (over TLS with
+    kolla_enable_tls_external, trusting the private CA when there is one)."""
     settings, passwords = pillar["kolla"]["settings"], pillar["kolla"]["passwords"]
-    auth = {"auth_url": keystone_url(settings), "username": settings["keystone_admin_user"],
+    auth = {"auth_url": public_keystone_url(settings), "username": settings["keystone_admin_user"],
             "password": passwords["keystone_admin_password"], "project_name": settings["keystone_admin_project"],
             "user_domain_name": "Default", "project_domain_name": "Default"}
-    clouds = {"clouds": {CLOUD_NAME: {"auth": auth, "region_name": settings["openstack_region_name"],
-                                      "interface": "public", "identity_api_version": 3}}}
+    cloud = {"auth": auth, "region_name": settings["openstack_region_name"], "interface": "public",
+             "identity_api_version": 3}
+    ca = certificates.certificates_dir(settings, config_dir) / certificates.CA_CERT
+    trusted = settings["kolla_enable_tls_external"] and ca.is_file()
+    if trusted:
+        cloud["cacert"] = str(ca)
     clouds_path = Path(config_dir) / "clouds.yaml"
-    write_private(clouds_path, yaml.safe_dump(clouds, default_flow_style=False))
+    write_private(clouds_path, yaml.safe_dump({"clouds": {CLOUD_NAME: cloud}}, default_flow_style=False))
     openrc = "".join(f"export OS_{key.upper()}='{value}'\n" for key, value in auth.items())
     openrc += (f"export OS_REGION_NAME='{settings['openstack_region_name']}'\n"
-               "export OS_IDENTITY_API_VERSION=3\nexport OS_INTERFACE=public\n")
+               "export OS_IDENTITY_API_VERSION=3\nexport OS_INTERFACE=public\n"
+               + (f"export OS_CACERT='{ca}'\n" if trusted else ""))
     openrc_path = Path(config_dir) / "admin-openrc.sh"
     write_private(openrc_path, openrc)
     return [clouds_path, openrc_path]

@@ -14,6 +14,7 @@ import fnmatch
 import functools
 import hashlib
 import hmac
+import ipaddress
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from . import keys as key_repositories, paths, safeyaml, virt
+from . import certificates, keys as key_repositories, paths, safeyaml, virt
 from .balancer import REQUEST_TIMEOUT, seconds
 from .build import discover, image_ref, install_type_problem
 from .clouds import keystone_url
@@ -160,6 +161,7 @@ def load_settings(config_dir, warnings=None):
                         f"{settings['kolla_install_type']} images; set kolla_install_type to "
                         f"{'source' if release.get('source') else 'binary'}")
     problems.extend(vip_problems(settings, globals_file))
+    problems.extend(tls_problems(settings, globals_file))
     if settings["mariadb_backup_directory"] and not os.path.isabs(settings["mariadb_backup_directory"]):
         problems.append(f"{globals_file}: key 'mariadb_backup_directory' must be an absolute path, got "
                         f"{settings['mariadb_backup_directory']!r}")
@@ -170,6 +172,7 @@ def load_settings(config_dir, warnings=None):
     settings["release_libraries"] = release.get("libraries", {})
     settings["openstack_tag"] = settings["openstack_tag"] or release_tag(settings)
     settings["api_interface"] = settings["api_interface"] or settings["network_interface"]
+    settings["kolla_external_fqdn"] = settings["kolla_external_fqdn"] or settings["kolla_external_vip_address"]
     # haproxy's runtime API socket: the haproxy container makes it, blue/green swaps use it.
     settings["haproxy_runtime_directory"] = os.path.join(settings["kolla_state_directory"], "run",
                                                          settings["container_name_prefix"] + "haproxy")
@@ -190,6 +193,25 @@ def vip_problems(settings, globals_file):
     if not 1 <= settings["keepalived_virtual_router_id"] <= 255:
         found.append(f"{globals_file}: key 'keepalived_virtual_router_id' must be 1-255, "
                      f"got {settings['keepalived_virtual_router_id']}")
+    return found
+
+
+def tls_problems(settings, globals_file):
+    if not settings["kolla_enable_tls_external"]:
+        return []
+    found = []
+    if not settings["enable_haproxy"]:
+        found.append(f"{globals_file}: key 'kolla_enable_tls_external' is true but 'enable_haproxy' is false: "
+                     f"haproxy is what serves TLS")
+    external = settings["kolla_external_vip_address"]
+    try:
+        ipaddress.ip_address(external)
+    except ValueError:
+        found.append(f"{globals_file}: key 'kolla_external_vip_address' must be an IP address when "
+                     f"kolla_enable_tls_external is true, got {external!r}")
+    if external == settings["kolla_internal_vip_address"]:
+        found.append(f"{globals_file}: key 'kolla_external_vip_address' is the internal VIP: the internal "
+                     f"endpoints stay plain HTTP on the same ports; choose another address")
     return found
 
 
@@ -431,8 +453,13 @@ def host_facts(settings, address):
         raise ValidationError([f"globals.yml: key 'kolla_internal_vip_address' is {address}, this host's API "
                                f"address: haproxy would listen where the API services do; choose another "
                                f"address (on one host a loopback one, such as 127.0.0.10)"])
+    internal = settings["kolla_internal_vip_address"] if settings["enable_haproxy"] else address
+    tls = settings["kolla_enable_tls_external"]
     return {"api_interface_address": address,
-            "kolla_internal_fqdn": settings["kolla_internal_vip_address"] if settings["enable_haproxy"] else address,
+            "kolla_internal_fqdn": internal,
+            # Where the catalog's public endpoints point (a service folder's register:).
+            "public_protocol": "https" if tls else "http",
+            "public_fqdn": settings["kolla_external_fqdn"] if tls else internal,
             # One database server: on the service's own host (build_services says otherwise
             # for a Galera cluster behind haproxy).
             "database_cluster": False, "database_address": address}
@@ -903,6 +930,16 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}
         peers[minion_id] = host["api_interface_address"]
     pins = load_pins(config_dir)
+    if settings["kolla_enable_tls_external"]:
+        # A secret like the passwords: in the pillar of the hosts whose files hold it
+        # (haproxy's), blanked out of output.
+        pem, expiry = certificates.check(certificates.certificates_dir(settings, config_dir),
+                                         certificates.external_names(settings))
+        passwords = {**passwords, "haproxy_external_pem": pem}
+        if warnings is not None and certificates.expiring(expiry):
+            warnings.append(f"{certificates.certificates_dir(settings, config_dir) / certificates.HAPROXY_PEM}: "
+                            f"expires {expiry:%Y-%m-%d}; `kolla-salt certificates` makes a new one, the next "
+                            f"deploy serves it")
     services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers)
     if settings["nova_compute_virt_type"] == "kvm" and not virtualization.kvm \
             and any(s["name"] == "nova_compute" for s in services):

@@ -89,16 +89,17 @@ def keystone_answers(port, timeout=1.0, address="127.0.0.1"):
     return urllib.request.urlopen(f"http://{address}:{port}/v3", timeout=timeout).status == 200
 
 
-def token_issue(port, password, address="127.0.0.1", user="admin", project=None, timeout=5):
+def token_issue(port, password, address="127.0.0.1", user="admin", project=None, timeout=5, tls=None):
     """Asks keystone for a token for `user` (default domain; scoped to `project` when
-    given); its answer (status 201, the token in X-Subject-Token)."""
+    given); its answer (status 201, the token in X-Subject-Token). `tls`: an
+    ssl.SSLContext, to ask over HTTPS."""
     auth = {"identity": {"methods": ["password"], "password": {"user": {
         "name": user, "domain": {"id": "default"}, "password": password}}}}
     if project:
         auth["scope"] = {"project": {"name": project, "domain": {"id": "default"}}}
-    request = urllib.request.Request(f"http://{address}:{port}/v3/auth/tokens", json.dumps({"auth": auth}).encode(),
-                                     {"Content-Type": "application/json"})
-    return urllib.request.urlopen(request, timeout=timeout)
+    request = urllib.request.Request(f"{'https' if tls else 'http'}://{address}:{port}/v3/auth/tokens",
+                                     json.dumps({"auth": auth}).encode(), {"Content-Type": "application/json"})
+    return urllib.request.urlopen(request, timeout=timeout, context=tls)
 
 
 def token_valid(port, password, token, address="127.0.0.1", timeout=5):
@@ -115,10 +116,10 @@ def token_valid(port, password, token, address="127.0.0.1", timeout=5):
         return False
 
 
-def token_request(port, password, address="127.0.0.1", user="admin", timeout=5):
+def token_request(port, password, address="127.0.0.1", user="admin", timeout=5, tls=None):
     """A probe: whether keystone issues `user` (of the default domain) a token."""
     def probe():
-        with token_issue(port, password, address, user, timeout=timeout) as answer:
+        with token_issue(port, password, address, user, timeout=timeout, tls=tls) as answer:
             return answer.status == 201
     return probe
 

@@ -45,6 +45,7 @@ NEUTRON = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controlle
 SERVER = "kstcloud-vm"   # a test namespace standing in for a server's plugged interface
 PROBER = "kstcloud-host"   # a test host on the servers' network (its own port there)
 VIP = default_settings()["kolla_internal_vip_address"]   # on loopback: the all-in-one's
+EXTERNAL_VIP = "127.0.0.11"   # the external VIP the TLS test gives it, on loopback too
 NEXT = "2026.2"   # the release after the default
 USER_DATA = "kst-user-data from the operator"   # what the guest says its config drive holds
 
@@ -628,6 +629,65 @@ def test_bad_input_is_refused_naming_the_key_before_anything_changes(cloud, dock
         assert proc.returncode == 2
         assert f"globals.yml: key '{key}' {problem}" in proc.stderr, proc.stderr
     assert started_at(docker_client, cloud) == before
+
+
+def test_tls_on_the_external_vip_serves_the_apis_over_https_and_a_renewed_certificate_fails_no_request(
+        cloud, docker_client):
+    """kolla_enable_tls_external with what `kolla-salt certificates` makes: a
+    certificate that does not cover the external VIP is refused before anything
+    changes; then the catalog's public endpoints are https on the external VIP, the
+    admin's client (clouds.yaml trusts the private CA) lists images, networks and
+    servers through them, answers carry HSTS, and plain HTTP is not served there. A
+    renewed certificate is served by haproxy's next generation while a client asks
+    keystone for tokens over HTTPS: no request fails. Turned off, the catalog is
+    plain HTTP again and a deploy has nothing left to do."""
+    import ssl
+
+    from kolla_salt import certificates
+    from probes import Prober, token_issue, token_request
+    env = cloud
+    port, password = env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"]
+    folder = env.config_dir / "certificates"
+    before = started_at(docker_client, env)
+    env.write_globals(kolla_enable_tls_external=True, kolla_external_vip_address=EXTERNAL_VIP)
+    try:
+        certificates.make(folder, ["198.18.21.99"], out=lambda m: None)   # another address's
+        proc = env.run("deploy", check=False)
+        assert proc.returncode == 2 and f"{folder / 'haproxy.pem'}: does not cover {EXTERNAL_VIP}" in proc.stderr, \
+            proc.stdout + proc.stderr
+        assert started_at(docker_client, env) == before
+        assert f"haproxy.pem: made for {EXTERNAL_VIP}" in env.run("certificates").stdout
+        env.run("deploy")
+        assert f"TLS certificate {folder / 'haproxy.pem'}: valid until" in env.run("status").stdout
+        public = env.openstack("endpoint", "list", "--interface", "public", "-c", "URL").split()
+        assert public and all(url.startswith(f"https://{EXTERNAL_VIP}:") for url in public), public
+        for listed in (("image", "list"), ("network", "list"), ("server", "list")):
+            env.openstack(*listed)                                    # over HTTPS, the CA trusted
+        trusted = ssl.create_default_context(cafile=str(folder / "ca" / "root.crt"))
+        with token_issue(port, password, EXTERNAL_VIP, tls=trusted) as answer:
+            assert answer.status == 201 and answer.headers["Strict-Transport-Security"]
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            token_issue(port, password, EXTERNAL_VIP)                 # plain HTTP on the TLS port
+
+        served = ssl.get_server_certificate((EXTERNAL_VIP, port))
+        prober = Prober(token_request(port, password, EXTERNAL_VIP, timeout=60, tls=trusted), 0.1, limit=3000)
+        prober.start()
+        try:
+            wait_for("a token over HTTPS", lambda: prober.answers, 30)
+            env.run("certificates", "--renew")
+            out = env.run("deploy").stdout
+        finally:
+            prober.stop()
+        print(f"\nTLS: a renewed certificate served ({prober.calls} token requests over HTTPS meanwhile, "
+              f"{prober.failed} failed, longest gap {prober.longest_gap():.2f} s)")
+        assert ssl.get_server_certificate((EXTERNAL_VIP, port)) != served, out
+        assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, env))
+    finally:
+        env.write_globals(kolla_enable_tls_external=False)
+        env.run("deploy")
+    public = env.openstack("endpoint", "list", "--interface", "public", "-c", "URL").split()
+    assert public and all(url.startswith(f"http://{VIP}:") for url in public), public
+    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
 
 
 def test_a_nova_compute_whose_start_failed_is_unhealthy_and_serves_again_once_libvirt_is_back(cloud, docker_client):

@@ -1,0 +1,172 @@
+"""TLS on the external VIP: a private CA and haproxy's certificate, made by
+`kolla-salt certificates` or brought by the operator, where kolla-ansible keeps them
+(the operator folder's certificates/: haproxy.pem, the certificate chain and its key
+in one file, and ca/root.crt), and the checks a deploy makes of them before
+anything changes."""
+import datetime
+import ipaddress
+from pathlib import Path
+
+from .errors import ValidationError
+from .private import write_private
+
+HAPROXY_PEM = "haproxy.pem"
+CA_CERT = Path("ca") / "root.crt"
+CA_KEY = Path("private") / "root.key"   # beside, not in, ca/: ca/ is what clients are given
+RENEW_WITHIN = datetime.timedelta(days=30)   # a deploy warns, `certificates` makes a new one
+
+
+def certificates_dir(settings, config_dir):
+    """kolla_certificates_dir, else the operator folder's certificates/."""
+    return Path(settings["kolla_certificates_dir"] or Path(config_dir) / "certificates")
+
+
+def external_names(settings):
+    """What the external certificate must cover: the external FQDN and VIP (its name first)."""
+    return [name for name in dict.fromkeys([settings["kolla_external_fqdn"], settings["kolla_external_vip_address"]])
+            if name]
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _x509():
+    from cryptography import x509
+    return x509
+
+
+def _names(names):
+    x509 = _x509()
+    found = []
+    for name in names:
+        try:
+            found.append(x509.IPAddress(ipaddress.ip_address(name)))
+        except ValueError:
+            found.append(x509.DNSName(name))
+    return found
+
+
+def _certificate(subject, issuer, public_key, signing_key, days, ca, names=()):
+    from cryptography.hazmat.primitives import hashes
+    x509 = _x509()
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+    now = _now()
+    builder = (x509.CertificateBuilder()
+               .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+               .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+               .public_key(public_key).serial_number(x509.random_serial_number())
+               .not_valid_before(now - datetime.timedelta(minutes=5))
+               .not_valid_after(now + datetime.timedelta(days=days))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True))
+    if names:
+        builder = (builder.add_extension(x509.SubjectAlternativeName(_names(names)), critical=False)
+                   .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+    return builder.sign(signing_key, hashes.SHA256())
+
+
+def _new_key():
+    from cryptography.hazmat.primitives.asymmetric import ec
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _pem(obj):
+    """A private key, a public key or a certificate in PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    if hasattr(obj, "private_bytes"):
+        return obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                 serialization.NoEncryption()).decode()
+    if isinstance(obj, x509.Certificate):
+        return obj.public_bytes(serialization.Encoding.PEM).decode()
+    return obj.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+def make(folder, names, days=365, out=print):
+    """The private CA (kept once made) and haproxy.pem for `names`, signed by it, in
+    `folder`; every file mode 0600. Returns haproxy.pem's path."""
+    from cryptography.hazmat.primitives import serialization
+    folder = Path(folder)
+    (folder / CA_CERT).parent.mkdir(parents=True, exist_ok=True)
+    (folder / CA_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if (folder / CA_CERT).exists() and (folder / CA_KEY).exists():
+        ca_cert = _x509().load_pem_x509_certificate((folder / CA_CERT).read_bytes())
+        ca_key = serialization.load_pem_private_key((folder / CA_KEY).read_bytes(), password=None)
+        out(f"{folder / CA_CERT}: kept (valid until {ca_cert.not_valid_after_utc:%Y-%m-%d})")
+    else:
+        ca_key = _new_key()
+        ca_cert = _certificate("kolla-salt private CA", "kolla-salt private CA", ca_key.public_key(), ca_key,
+                               days * 10, ca=True)
+        write_private(folder / CA_KEY, _pem(ca_key))
+        write_private(folder / CA_CERT, _pem(ca_cert))
+        out(f"{folder / CA_CERT}: made, the CA clients trust (its key: {folder / CA_KEY})")
+    key = _new_key()
+    cert = _certificate(names[0], "kolla-salt private CA", key.public_key(), ca_key, days, ca=False, names=names)
+    write_private(folder / HAPROXY_PEM, _pem(cert) + _pem(ca_cert) + _pem(key))
+    out(f"{folder / HAPROXY_PEM}: made for {', '.join(names)}, valid until {cert.not_valid_after_utc:%Y-%m-%d}")
+    return folder / HAPROXY_PEM
+
+
+def check(folder, names, now=None):
+    """(the text of haproxy.pem, its certificate's expiry) once it holds a certificate
+    and its key, the key matches, the certificate covers `names`, is valid now, and
+    ca/root.crt (when there) signed it; ValidationError naming the file otherwise."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import serialization
+    x509 = _x509()
+    path = Path(folder) / HAPROXY_PEM
+    fix = "`kolla-salt certificates` makes one"
+    if not path.is_file():
+        raise ValidationError([f"{path}: no such file (kolla_enable_tls_external needs haproxy.pem, the "
+                               f"certificate for {', '.join(names)} and its key): {fix}"])
+    data = path.read_bytes()
+    try:
+        chain = x509.load_pem_x509_certificates(data)
+        key = serialization.load_pem_private_key(
+            b"".join(block for block in _pem_blocks(data) if b"PRIVATE KEY" in block.split(b"\n", 1)[0]), None)
+    except (ValueError, TypeError) as error:
+        raise ValidationError([f"{path}: expected PEM certificates and an unencrypted private key ({error})"])
+    cert, problems = chain[0], []
+    if _pem(cert.public_key()) != _pem(key.public_key()):
+        problems.append(f"{path}: its private key does not belong to its certificate")
+    now = now or _now()
+    if not cert.not_valid_before_utc <= now <= cert.not_valid_after_utc:
+        problems.append(f"{path}: valid from {cert.not_valid_before_utc:%Y-%m-%d %H:%M} to "
+                        f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC, not now: {fix}")
+    try:
+        covered = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        covered = []
+    missing = [n for n, entry in zip(names, _names(names)) if entry not in covered]
+    if missing:
+        problems.append(f"{path}: does not cover {', '.join(missing)} (kolla_external_vip_address, "
+                        f"kolla_external_fqdn): {fix}")
+    ca_path = Path(folder) / CA_CERT
+    if ca_path.is_file():
+        ca = x509.load_pem_x509_certificate(ca_path.read_bytes())
+        try:
+            cert.verify_directly_issued_by(ca)
+        except (InvalidSignature, ValueError, TypeError) as error:
+            problems.append(f"{path}: not signed by {ca_path} ({type(error).__name__})")
+    if problems:
+        raise ValidationError(problems)
+    return data.decode(), cert.not_valid_after_utc
+
+
+def _pem_blocks(data):
+    """The -----BEGIN ...----- blocks of a PEM file."""
+    blocks, current = [], []
+    for line in data.splitlines(keepends=True):
+        if line.startswith(b"-----BEGIN"):
+            current = [line]
+        elif current:
+            current.append(line)
+            if line.startswith(b"-----END"):
+                blocks.append(b"".join(current))
+                current = []
+    return blocks
+
+
+def expiring(expiry, now=None):
+    """Whether a certificate valid until `expiry` is due for renewal."""
+    return expiry - (now or _now()) < RENEW_WITHIN

@@ -1,0 +1,107 @@
+"""TLS on the external VIP: the certificates `kolla-salt certificates` makes, the checks
+a deploy makes of the operator's, and what the pillar does with them."""
+import datetime
+import json
+import os
+import shutil
+
+import pytest
+import yaml
+
+from kolla_salt import certificates
+from kolla_salt.errors import ValidationError
+from kolla_salt.inventory import build_pillar
+from operator_files import write_secrets
+
+NAMES = ["cloud.example.test", "127.0.0.11"]
+TLS = {"kolla_enable_tls_external": True, "kolla_external_vip_address": "127.0.0.11",
+       "kolla_external_fqdn": "cloud.example.test"}
+
+
+def made(folder, names=NAMES, days=30):
+    certificates.make(folder, names, days, out=lambda m: None)
+    return folder
+
+
+def problems(folder, names=NAMES, now=None):
+    with pytest.raises(ValidationError) as error:
+        certificates.check(folder, names, now=now)
+    return "\n".join(error.value.problems)
+
+
+def test_made_certificates_check_out_and_are_private(tmp_path):
+    pem, expiry = certificates.check(made(tmp_path), NAMES)
+    assert "PRIVATE KEY" in pem and pem.count("BEGIN CERTIFICATE") == 2   # its chain: itself, the CA
+    assert 29 <= (expiry - datetime.datetime.now(datetime.timezone.utc)).days <= 30
+    assert certificates.expiring(expiry)                                  # within 30 days: renew
+    for path in (certificates.HAPROXY_PEM, certificates.CA_CERT, certificates.CA_KEY):
+        assert (tmp_path / path).stat().st_mode & 0o777 == 0o600
+    ca = (tmp_path / certificates.CA_CERT).read_bytes()
+    made(tmp_path)                                                        # a new certificate, the same CA
+    assert (tmp_path / certificates.CA_CERT).read_bytes() == ca
+
+
+def test_a_certificate_that_does_not_fit_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / certificates.HAPROXY_PEM
+    assert f"{path}: no such file" in problems(tmp_path)
+    made(tmp_path, names=["other.example.test"])
+    assert f"{path}: does not cover cloud.example.test, 127.0.0.11" in problems(tmp_path)
+    made(tmp_path)
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=31)
+    assert f"{path}: valid from" in problems(tmp_path, now=later)
+    # Another CA's certificate beside this CA, and a key of another certificate.
+    other = made(tmp_path / "other")
+    shutil.copy(other / certificates.HAPROXY_PEM, path)
+    assert f"{path}: not signed by {tmp_path / certificates.CA_CERT}" in problems(tmp_path)
+    blocks = certificates._pem_blocks(path.read_bytes())
+    made(tmp_path)
+    mine = certificates._pem_blocks(path.read_bytes())
+    path.write_bytes(mine[0] + mine[1] + blocks[2])
+    assert f"{path}: its private key does not belong to its certificate" in problems(tmp_path)
+    path.write_text("not a certificate")
+    assert f"{path}: expected PEM certificates" in problems(tmp_path)
+
+
+def pillar(folder, settings, host="local"):
+    write_secrets(folder)
+    (folder / "globals.yml").write_text(yaml.safe_dump(settings))
+    return build_pillar(folder, host, interfaces={"lo": ["127.0.0.1"]})["kolla"]
+
+
+def test_with_tls_haproxy_serves_the_certificate_on_the_external_vip_and_the_catalog_is_https(tmp_path):
+    made(tmp_path / "certificates")
+    kolla = pillar(tmp_path, TLS)
+    haproxy = next(s for s in kolla["services"] if s["name"] == "haproxy")["containers"][0]["files"]
+    assert "bind 127.0.0.11:9292 ssl crt /etc/haproxy/certificates/haproxy.pem" in haproxy["haproxy.cfg"]
+    assert "bind 127.0.0.10:9292\n" in haproxy["haproxy.cfg"]             # the internal VIP stays plain
+    assert haproxy["haproxy.pem"] == (tmp_path / "certificates" / certificates.HAPROXY_PEM).read_text()
+    assert kolla["passwords"]["haproxy_external_pem"] == haproxy["haproxy.pem"]   # blanked out of output
+    jobs = {j["name"]: j for s in kolla["services"] for j in s["jobs"]}
+    glance = json.loads(jobs["glance_keystone_register"]["environment"]["KOLLA_REGISTRATION"])
+    assert glance["endpoints"] == {"public": "https://cloud.example.test:9292", "internal": "http://127.0.0.10:9292",
+                                   "admin": "http://127.0.0.10:9292"}
+    assert "https://cloud.example.test:5000/v3" in jobs["keystone_bootstrap"]["command"]
+    # Without TLS: no certificate anywhere, the public endpoints are the internal ones.
+    kolla = pillar(tmp_path, {})
+    haproxy = next(s for s in kolla["services"] if s["name"] == "haproxy")["containers"][0]["files"]
+    assert "ssl" not in haproxy["haproxy.cfg"] and "haproxy.pem" not in haproxy
+    assert "haproxy_external_pem" not in kolla["passwords"]
+
+
+def test_bad_tls_settings_are_refused_naming_the_key(tmp_path):
+    def refused(settings):
+        with pytest.raises(ValidationError) as error:
+            pillar(tmp_path, settings)
+        return "\n".join(error.value.problems)
+
+    globals_file = tmp_path / "globals.yml"
+    assert (f"{globals_file}: key 'kolla_external_vip_address' must be an IP address when kolla_enable_tls_external "
+            f"is true, got ''") in refused({"kolla_enable_tls_external": True})
+    assert f"{globals_file}: key 'kolla_external_vip_address' is the internal VIP" in refused(
+        {**TLS, "kolla_external_vip_address": "127.0.0.10"})
+    assert f"{globals_file}: key 'kolla_enable_tls_external' is true but 'enable_haproxy' is false" in refused(
+        {**TLS, "enable_haproxy": False})
+    assert f"{tmp_path / 'certificates' / 'haproxy.pem'}: no such file" in refused(TLS)
+    os.makedirs(tmp_path / "elsewhere")
+    assert f"{tmp_path / 'elsewhere' / 'haproxy.pem'}: no such file" in refused(
+        {**TLS, "kolla_certificates_dir": str(tmp_path / "elsewhere")})
