@@ -74,7 +74,8 @@ def database_parts(services, prefix):
     database = f"{prefix}mariadb"
     mariadb = next((s for s in services if s["name"] == "mariadb"), None)
     writers = [c["spec"]["name"] for s in services if database in s.get("fills", ()) for c in s["containers"]]
-    jobs = [job["name"] for s in services for job in s["jobs"] + s["post_jobs"] if database in (job.get("fills") or ())]
+    jobs = [job["name"] for s in services for job in s["jobs"] + s["post_jobs"] + s.get("final_jobs", [])
+            if database in (job.get("fills") or ())]
     return member(mariadb)["spec"]["name"] if mariadb else None, writers, jobs
 
 

@@ -373,7 +373,8 @@ def placement(config_dir):
     key (in globals.yml), target (a Salt compound target), rollout (the runner that
     deploys it across hosts instead of a plain state run, or None), serial (deployed
     one host at a time even outside an upgrade), pause (seconds to wait after each host
-    when it goes host by host), after (the placed services it waits for: `waits`)}].
+    when it goes host by host), final (it has jobs that run after every service: the walk's
+    last step), after (the placed services it waits for: `waits`)}].
     What a master's orchestration walks; it holds no secret and no host's address."""
     settings = load_settings(config_dir)
     definitions = enabled_definitions(settings)
@@ -387,6 +388,7 @@ def placement(config_dir):
             steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
                           "target": " or ".join(hosts), "rollout": definition.get("rollout"),
                           "serial": bool(definition.get("serial")),
+                          "final": any(job.get("after_every_service") for job in (definition.get("jobs") or {}).values()),
                           "pause": definition.get("pause_between_hosts") or 0})
     after = waits([step["service"] for step in steps])
     return [dict(step, after=after[step["service"]]) for step in steps]
@@ -614,7 +616,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             overrides = {p.name: p for p in sorted(override_dir.iterdir()) if p.is_file()}
         used_overrides = set()
         entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
-                 "containers": [], "jobs": [], "post_jobs": []}
+                 "containers": [], "jobs": [], "post_jobs": [], "final_jobs": []}
         for cname, container in (definition.get("containers") or {}).items():
             cwhere = f"{where}: containers.{cname}"
             files = []
@@ -681,6 +683,12 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             job = dict(job)
             config_from = job.pop("config_from", None)
             after_containers = job.pop("after_containers", False)
+            # After every service of the run, on every host (salt/states/kolla/final.sls):
+            # what needs all of them to run the new code (nova's online data migrations
+            # wait for the compute hosts).
+            after_every_service = job.pop("after_every_service", False)
+            if after_containers and after_every_service:
+                problems.append(f"{jwhere}: after_containers or after_every_service, not both")
             run_once = job.pop("run_once", None)
             if run_once not in (None, *RUN_ONCE):
                 problems.append(f"{jwhere}.run_once: '{run_once}' is not one of {', '.join(RUN_ONCE)}")
@@ -694,7 +702,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 ContainerSpec.from_dict(job, jwhere)
             except ValidationError as error:
                 problems.extend(error.problems)
-            entry["post_jobs" if after_containers else "jobs"].append(job)
+            entry["final_jobs" if after_every_service else "post_jobs" if after_containers else "jobs"].append(job)
         entry["keys"] = service_keys(config_dir, service, prefix, problems)
         for name in sorted(set(overrides) - used_overrides):
             problems.append(f"{overrides[name]}: {service} has no config file '{name}' "
@@ -905,7 +913,7 @@ def registration_job(service, block, settings, passwords, host, where):
 
 def service_specs(service):
     """Every container and job spec of a service entry of the pillar."""
-    return [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"]
+    return [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"] + service["final_jobs"]
 
 
 def load_pins(config_dir):

@@ -30,7 +30,7 @@ def ask(client, hosts, function, args=(), kwarg=None, timeout=120, attempts=3):
 
 
 def _touched(states):
-    """The SLS names (kolla.<service>, kolla.undeclared) of a prediction that would change
+    """The SLS names (kolla.<service>, kolla.final, kolla.undeclared) of a prediction that would change
     something or failed; None when the host gave no state returns (a render error, no
     answer): then a real run must say what is wrong."""
     if not isinstance(states, dict) or not all(isinstance(ret, dict) for ret in states.values()):
@@ -50,7 +50,8 @@ def hosts_to_visit(predicted, placed):
 
 
 def _label(sls):
-    return "the removal of undeclared containers" if sls == "kolla.undeclared" else sls.removeprefix("kolla.")
+    return {"kolla.undeclared": "the removal of undeclared containers",
+            "kolla.final": "the jobs after every service"}.get(sls, sls.removeprefix("kolla."))
 
 
 def describe(visit):
@@ -161,8 +162,11 @@ def walk(placed, visit, note, batch=None, undeclared=True):
                               "parallel": False})
         for service in group["services"]:
             last_step[service] = previous
-    if undeclared and visit.get("kolla.undeclared"):
-        require = sorted(set(last_step.values())) if side_by_side else [steps[-1]["name"]]
-        steps.append({"name": "only-declared", "hosts": visit["kolla.undeclared"], "sls": ["kolla.undeclared"],
-                      "require": require or ["predicted"], "parallel": False})
+    # Once every service's steps are done: the jobs that wait for all of them, then (a
+    # full walk) the removal of what is declared nowhere.
+    for sls, name in (("kolla.final", "final-jobs"), ("kolla.undeclared", "only-declared")):
+        if visit.get(sls) and (undeclared or sls != "kolla.undeclared"):
+            require = sorted(set(last_step.values())) if side_by_side else [steps[-1]["name"]]
+            steps.append({"name": name, "hosts": visit[sls], "sls": [sls], "require": require or ["predicted"],
+                          "parallel": False})
     return steps

@@ -35,6 +35,9 @@ def walk(placement, services=None, batch=None):
     except rollout.WalkInProgress as refused:
         return rollout.refusal(str(refused))
     placed = {f"kolla.{step['service']}": hosts(step["target"]) for step in placement}
+    final = [step["target"] for step in placement if step.get("final")]
+    if final:   # the jobs that wait for every service (salt/states/kolla/final.sls)
+        placed["kolla.final"] = hosts(" or ".join(final))
     if not services:   # a full walk also removes, on every host, what is not declared for it
         placed["kolla.undeclared"] = hosts("*")
     predicted = _predict(placed, services)

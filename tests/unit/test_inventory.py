@@ -270,3 +270,17 @@ def test_what_a_restore_forgets_is_asked_where_the_database_is_even_without_nova
     assert "nova" not in services
     assert "servers" in services["mariadb"]["restore_forgets"]
     assert "{taken}" in services["mariadb"]["restore_forgets"]["servers"]["query"]
+
+
+def test_novas_online_data_migrations_wait_for_every_service_and_the_walk_knows_it(tmp_path):
+    """nova's upgrade order: its online data migrations once the compute hosts run the
+    new code too (a job `after_every_service`, salt/states/kolla/final.sls), on nova's
+    host; a master's walk gives them its last step (placement's `final`)."""
+    from kolla_salt.inventory import placement
+    write_secrets(tmp_path, value=lambda key: "pw")
+    write(tmp_path, "globals.yml", COMPUTE)
+    nova = next(s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
+                if s["name"] == "nova")
+    assert [j["name"] for j in nova["final_jobs"]] == ["nova_online_data_migrations"]
+    assert "nova_online_data_migrations" not in [j["name"] for j in nova["jobs"] + nova["post_jobs"]]
+    assert {step["service"] for step in placement(tmp_path) if step["final"]} == {"nova"}

@@ -140,3 +140,17 @@ def test_a_second_walk_is_refused_while_one_runs_and_not_after_it_ended(tmp_path
         holder.communicate(input="\n", timeout=30)
     hold_walk_lock(str(lock))   # the holder ended (even killed: the kernel let its lock go)
     hold_walk_lock(str(lock))   # this walk, rendered again
+
+
+def test_the_jobs_after_every_service_come_once_every_step_is_done_even_in_an_upgrade_of_some_services():
+    """nova's online data migrations (kolla.final) wait for every host's steps; an
+    upgrade limited to some services runs them too, but removes nothing undeclared."""
+    visit = {"kolla.memcached": HOSTS, "kolla.keystone": ["host1"], "kolla.final": ["host1"],
+             "kolla.undeclared": ["host3"]}
+    placed = [p for p in placement() if p["service"] in ("memcached", "keystone")]
+    deploy = shape(walk(placed, visit, "")[1:])
+    assert list(deploy)[-2:] == ["final-jobs", "only-declared"]
+    assert deploy["final-jobs"] == (["host1"], ["keystone-on-host1", "memcached"], False)
+    upgrade = walk(placed, visit, "", batch=1, undeclared=False)
+    assert [(s["name"], s["require"]) for s in upgrade[-2:]] == [("keystone-on-host1", ["memcached-on-host3"]),
+                                                                 ("final-jobs", ["keystone-on-host1"])]

@@ -11,6 +11,7 @@
 {%- set only = pillar.get("kolla_services") or [] %}
 {%- set declared = pillar.kolla.services | map(attribute="name") | list %}
 {%- set selected = declared | select("in", only or declared) | list %}
-{%- set includes = selected | map("regex_replace", "^", "kolla.") | list + ([] if only else ["kolla.undeclared"]) %}
+{%- set includes = selected | map("regex_replace", "^", "kolla.") | list + ["kolla.final"]
+                   + ([] if only else ["kolla.undeclared"]) %}
 include: {{ includes | json }}
 {%- endif %}
