@@ -878,8 +878,10 @@ class ContainerManager:
         volumes has not succeeded on this host recently. Remembering more than the
         last one means that going back to a known image (after a failed upgrade, or a
         rollback) does not run its job again, e.g. an older db_sync against a schema
-        already migrated forward."""
-        return self._job_identity(spec) not in self._jobs_done(spec.name)
+        already migrated forward. A job that `converges` runs whenever it differs from
+        its last success: the catalog goes back to the endpoints declared again."""
+        done = self._jobs_done(spec.name)
+        return self._job_identity(spec) not in (done[-1:] if spec.converges else done)
 
     def run_job(self, spec, timeout=600):
         """Runs a one-shot container to completion; raises JobFailed with its (redacted)

@@ -908,6 +908,8 @@ def registration_job(service, block, settings, passwords, host, where):
         "image": REGISTRATION_IMAGE, "command": ["kolla_keystone_register"], "environment": environment,
         # keystone's data is in the database: a new database volume registers again
         "fills": [f"{settings['container_name_prefix']}mariadb"],
+        # the catalog follows the declaration back too (public endpoints without TLS again)
+        "converges": True,
         "host_namespaces": ["net"], "reasons": {"net": REGISTER_REASON}}}, []
 
 

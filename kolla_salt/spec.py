@@ -40,12 +40,14 @@ LABEL_VOLUME_ID = "kolla.volume-id"  # a named volume's identity: a recreated vo
 # Not part of a container's identity (spec_hash): the image is compared by its id,
 # so one image tagged for two releases recreates nothing; the config folder is
 # compared by the hash of its files, wherever it is (a rollback reads a snapshot).
-# forward_only is a rule about the container's releases, not how it runs.
-OUTSIDE_IDENTITY = ("image", "config_dir", "forward_only")
+# forward_only is a rule about the container's releases, converges about when a job
+# runs: neither is how it runs.
+OUTSIDE_IDENTITY = ("image", "config_dir", "forward_only", "converges")
 # Fields added after containers were deployed: left out of the canonical form at
 # their default, so a container that does not use one keeps its spec hash (and
 # is not recreated by the kolla-salt version that added it).
-ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before_stop", "rechecks", "forward_only")
+ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before_stop", "rechecks", "forward_only",
+               "converges")
 
 
 def declared_spec(labels):
@@ -128,6 +130,10 @@ class ContainerSpec:
     # Why a rollback may not take this container back to an older release (nova records
     # each service's version in its database and refuses an older one); empty: it may.
     forward_only: str = ""
+    # A job that makes something match its declaration (keystone's catalog): it runs
+    # whenever it differs from its last successful run, even going back to one it
+    # ran before (ContainerManager.job_pending); a migration does not (converges: false).
+    converges: bool = False
 
     # -- construction -----------------------------------------------------------
     @classmethod
@@ -231,7 +237,7 @@ class ContainerSpec:
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
             stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"),
             reloads=text_list("reloads"), before_stop=text_list("before_stop"), rechecks=text_list("rechecks"),
-            forward_only=get("forward_only", str, "") or "")
+            forward_only=get("forward_only", str, "") or "", converges=bool(get("converges", bool, False)))
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):
