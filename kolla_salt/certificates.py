@@ -7,6 +7,12 @@ import datetime
 import ipaddress
 from pathlib import Path
 
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 from .errors import ValidationError
 from .private import write_private
 
@@ -31,13 +37,7 @@ def _now():
     return datetime.datetime.now(datetime.timezone.utc)
 
 
-def _x509():
-    from cryptography import x509
-    return x509
-
-
 def _names(names):
-    x509 = _x509()
     found = []
     for name in names:
         try:
@@ -48,9 +48,6 @@ def _names(names):
 
 
 def _certificate(subject, issuer, public_key, signing_key, days, ca, names=()):
-    from cryptography.hazmat.primitives import hashes
-    x509 = _x509()
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     now = _now()
     builder = (x509.CertificateBuilder()
                .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
@@ -66,14 +63,11 @@ def _certificate(subject, issuer, public_key, signing_key, days, ca, names=()):
 
 
 def _new_key():
-    from cryptography.hazmat.primitives.asymmetric import ec
     return ec.generate_private_key(ec.SECP256R1())
 
 
 def _pem(obj):
     """A private key, a public key or a certificate in PEM."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
     if hasattr(obj, "private_bytes"):
         return obj.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                  serialization.NoEncryption()).decode()
@@ -85,12 +79,11 @@ def _pem(obj):
 def make(folder, names, days=365, out=print):
     """The private CA (kept once made) and haproxy.pem for `names`, signed by it, in
     `folder`; every file mode 0600. Returns haproxy.pem's path."""
-    from cryptography.hazmat.primitives import serialization
     folder = Path(folder)
     (folder / CA_CERT).parent.mkdir(parents=True, exist_ok=True)
     (folder / CA_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if (folder / CA_CERT).exists() and (folder / CA_KEY).exists():
-        ca_cert = _x509().load_pem_x509_certificate((folder / CA_CERT).read_bytes())
+        ca_cert = x509.load_pem_x509_certificate((folder / CA_CERT).read_bytes())
         ca_key = serialization.load_pem_private_key((folder / CA_KEY).read_bytes(), password=None)
         out(f"{folder / CA_CERT}: kept (valid until {ca_cert.not_valid_after_utc:%Y-%m-%d})")
     else:
@@ -111,9 +104,6 @@ def check(folder, names, now=None):
     """(the text of haproxy.pem, its certificate's expiry) once it holds a certificate
     and its key, the key matches, the certificate covers `names`, is valid now, and
     ca/root.crt (when there) signed it; ValidationError naming the file otherwise."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives import serialization
-    x509 = _x509()
     path = Path(folder) / HAPROXY_PEM
     fix = "`kolla-salt certificates` makes one"
     if not path.is_file():
