@@ -845,9 +845,12 @@ class ContainerManager:
     # -- one-shot jobs --------------------------------------------------------------------
     def _job_identity(self, spec):
         """What a job's success is remembered by: its spec, image id and config, and the
-        volumes it fills (a removed and recreated volume is a new one: the job runs)."""
+        volumes it fills (a removed and recreated volume is a new one: the job runs).
+        A job that `converges` is remembered by what it declares, not by the code that
+        writes it: a failed upgrade's image, gone again, leaves nothing to do."""
         filled = [self._volume_identity(v) for v in sorted(set(spec.named_volumes()) | set(spec.fills))]
-        parts = [spec.spec_hash(), self._check_image(spec).id, config_hash(read_config_files(spec.config_dir)),
+        image = self._check_image(spec).id
+        parts = [spec.spec_hash(), "" if spec.converges else image, config_hash(read_config_files(spec.config_dir)),
                  *filled]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
 
