@@ -846,13 +846,12 @@ class ContainerManager:
     def _job_identity(self, spec):
         """What a job's success is remembered by: its spec, image id and config, and the
         volumes it fills (a removed and recreated volume is a new one: the job runs).
-        A job that `converges` is remembered by what it declares, not by the code that
-        writes it: a failed upgrade's image, gone again, leaves nothing to do."""
+        A job that `converges` says its spec hash first: job_pending compares it."""
         filled = [self._volume_identity(v) for v in sorted(set(spec.named_volumes()) | set(spec.fills))]
-        image = self._check_image(spec).id
-        parts = [spec.spec_hash(), "" if spec.converges else image, config_hash(read_config_files(spec.config_dir)),
+        parts = [spec.spec_hash(), self._check_image(spec).id, config_hash(read_config_files(spec.config_dir)),
                  *filled]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+        identity = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+        return f"{spec.spec_hash()}.{identity}" if spec.converges else identity
 
     def _job_record_path(self, name):
         return os.path.join(self.state_dir, "jobs", f"{name}.done")
@@ -881,10 +880,13 @@ class ContainerManager:
         volumes has not succeeded on this host recently. Remembering more than the
         last one means that going back to a known image (after a failed upgrade, or a
         rollback) does not run its job again, e.g. an older db_sync against a schema
-        already migrated forward. A job that `converges` runs whenever it differs from
-        its last success: the catalog goes back to the endpoints declared again."""
-        done = self._jobs_done(spec.name)
-        return self._job_identity(spec) not in (done[-1:] if spec.converges else done)
+        already migrated forward. A job that `converges` also runs when what it
+        declares (its spec) differs from its last success's, even going back to one it
+        ran before: the catalog follows the endpoints declared again (TLS turned off),
+        while a failed upgrade's image, gone again, leaves nothing to do."""
+        identity, done = self._job_identity(spec), self._jobs_done(spec.name)
+        declared_since = spec.converges and done and done[-1].split(".")[0] != identity.split(".")[0]
+        return identity not in done or bool(declared_since)
 
     def run_job(self, spec, timeout=600):
         """Runs a one-shot container to completion; raises JobFailed with its (redacted)

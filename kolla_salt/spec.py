@@ -131,8 +131,8 @@ class ContainerSpec:
     # each service's version in its database and refuses an older one); empty: it may.
     forward_only: str = ""
     # A job that makes something match its declaration (keystone's catalog): it runs
-    # whenever it differs from its last successful run, even going back to one it
-    # ran before (ContainerManager.job_pending); a migration does not (converges: false).
+    # whenever its spec differs from its last successful run's, even going back to one
+    # it ran before (ContainerManager.job_pending); a migration does not.
     converges: bool = False
 
     # -- construction -----------------------------------------------------------
