@@ -143,6 +143,13 @@ def check(folder, names, now=None):
     return data.decode(), cert.not_valid_after_utc
 
 
+def served(settings, config_dir, now=None):
+    """(haproxy.pem's path, its text, its expiry) of the certificate the settings
+    declare (check, in certificates_dir, for external_names)."""
+    folder = certificates_dir(settings, config_dir)
+    return (folder / HAPROXY_PEM, *check(folder, external_names(settings), now=now))
+
+
 def _pem_blocks(data):
     """The -----BEGIN ...----- blocks of a PEM file."""
     blocks, current = [], []

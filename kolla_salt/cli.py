@@ -118,17 +118,15 @@ def cmd_certificates(args):
     if not names:
         raise ValidationError([f"{args.config_dir}/globals.yml: key 'kolla_external_vip_address' is empty: the "
                                f"certificate is for that address (and kolla_external_fqdn)"])
-    folder = certificates.certificates_dir(settings, args.config_dir)
     if not args.renew:
         try:
-            _, expiry = certificates.check(folder, names)
+            path, _, expiry = certificates.served(settings, args.config_dir)
         except ValidationError:
             expiry = None
         if expiry and not certificates.expiring(expiry):
-            print(f"{folder / certificates.HAPROXY_PEM}: kept, valid until {expiry:%Y-%m-%d} for {', '.join(names)} "
-                  f"(--renew makes a new one)")
+            print(f"{path}: kept, valid until {expiry:%Y-%m-%d} for {', '.join(names)} (--renew makes a new one)")
             return 0
-    certificates.make(folder, names, args.days)
+    certificates.make(certificates.certificates_dir(settings, args.config_dir), names, args.days)
     print("the next `kolla-salt deploy` serves it" + ("" if settings["kolla_enable_tls_external"]
                                                       else " once globals.yml sets kolla_enable_tls_external: true"))
     return 0
@@ -634,13 +632,12 @@ def _certificate_status(args, settings):
     from . import certificates
     if not settings["kolla_enable_tls_external"]:
         return None
-    folder = certificates.certificates_dir(settings, args.config_dir)
-    found = {"file": str(folder / certificates.HAPROXY_PEM)}
     try:
-        _, expiry = certificates.check(folder, certificates.external_names(settings))
+        path, _, expiry = certificates.served(settings, args.config_dir)
     except ValidationError as error:
-        return {**found, "problems": error.problems}
-    return {**found, "valid_until": expiry.isoformat(), "renew": certificates.expiring(expiry)}
+        return {"file": str(certificates.certificates_dir(settings, args.config_dir) / certificates.HAPROXY_PEM),
+                "problems": error.problems}
+    return {"file": str(path), "valid_until": expiry.isoformat(), "renew": certificates.expiring(expiry)}
 
 
 def _said_certificate(tls):

@@ -911,7 +911,11 @@ class ContainerManager:
         if result.get("StatusCode") != 0:
             raise JobFailed(f"job {spec.name} exited with code {result.get('StatusCode')}:\n{output[-3000:]}")
         # After the run: the volumes it mounts exist now (ensure_volumes made them).
+        self.record_success(spec)
+        return output
+
+    def record_success(self, spec):
+        """Remembers that job `spec` succeeded as it is now, as its last success."""
         identity = self._job_identity(spec)
         done = [h for h in self._jobs_done(spec.name) if h != identity][-(JOBS_REMEMBERED - 1):]
         self.set_job_records({spec.name: done + [identity]})
-        return output

@@ -943,13 +943,11 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
     if settings["kolla_enable_tls_external"]:
         # A secret like the passwords: in the pillar of the hosts whose files hold it
         # (haproxy's), blanked out of output.
-        pem, expiry = certificates.check(certificates.certificates_dir(settings, config_dir),
-                                         certificates.external_names(settings))
+        path, pem, expiry = certificates.served(settings, config_dir)
         passwords = {**passwords, "haproxy_external_pem": pem}
         if warnings is not None and certificates.expiring(expiry):
-            warnings.append(f"{certificates.certificates_dir(settings, config_dir) / certificates.HAPROXY_PEM}: "
-                            f"expires {expiry:%Y-%m-%d}; `kolla-salt certificates` makes a new one, the next "
-                            f"deploy serves it")
+            warnings.append(f"{path}: expires {expiry:%Y-%m-%d}; `kolla-salt certificates` makes a new one, the "
+                            f"next deploy serves it")
     services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers)
     if settings["nova_compute_virt_type"] == "kvm" and not virtualization.kvm \
             and any(s["name"] == "nova_compute" for s in services):

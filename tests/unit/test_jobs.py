@@ -18,28 +18,23 @@ def manager(tmp_path, images):
     return jobs
 
 
-def ran(jobs, spec):
-    identity = jobs._job_identity(spec)
-    jobs.set_job_records({spec.name: [i for i in jobs._jobs_done(spec.name) if i != identity] + [identity]})
-
-
 def test_a_migration_does_not_run_again_going_back_to_what_it_ran(tmp_path):
     images = ["new"]
     jobs = manager(tmp_path, images)
-    ran(jobs, job(False, "a"))
-    ran(jobs, job(False, "b"))
+    jobs.record_success(job(False, "a"))
+    jobs.record_success(job(False, "b"))
     assert not jobs.job_pending(job(False, "a"))     # an older db_sync against a schema migrated forward
 
 
 def test_a_converging_job_runs_when_its_spec_goes_back_but_not_when_only_its_image_does(tmp_path):
     images = ["good"]
     jobs = manager(tmp_path, images)
-    ran(jobs, job(True, "http"))
-    ran(jobs, job(True, "https"))                    # TLS on
+    jobs.record_success(job(True, "http"))
+    jobs.record_success(job(True, "https"))                    # TLS on
     assert jobs.job_pending(job(True, "http"))       # TLS off: the catalog goes back
-    ran(jobs, job(True, "http"))
+    jobs.record_success(job(True, "http"))
     images[0] = "broken"                             # a failed upgrade's image ran it
     assert jobs.job_pending(job(True, "http"))
-    ran(jobs, job(True, "http"))
+    jobs.record_success(job(True, "http"))
     images[0] = "good"                               # gone again: nothing to do
     assert not jobs.job_pending(job(True, "http"))
