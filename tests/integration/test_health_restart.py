@@ -11,6 +11,7 @@ import pytest
 
 from kolla_salt import healthloop
 from kolla_salt.containers import passes_check
+from kolla_salt.health import read_json
 from kolla_salt.inventory import default_settings
 from kolla_salt.status import health_loop
 
@@ -58,7 +59,10 @@ def test_a_frozen_service_is_healthy_again_within_10_s_with_the_default_settings
     settings, bus = health_loop_with()
     container = docker_client.containers.get(spec.name)
     before = incarnation(container)
-    time.sleep(settings["health_check_interval"] + 1)   # the loop has seen it pass
+    # The loop has seen it pass (its status file says so); a freeze before that would
+    # be a container that never passed, judged by the start rules instead.
+    wait_until(lambda: read_json(healthloop.status_file(settings)).get(spec.name, {}).get("status") == "healthy",
+               settings["health_check_interval"] + 5, what="the loop's first pass of it")
 
     freeze_service(container, "uWSGI" if service == "keystone" else "memcached")
     frozen_at = time.monotonic()
