@@ -1,10 +1,12 @@
-"""TLS on the external VIP: a private CA and haproxy's certificate, made by
+"""TLS on haproxy's endpoints: a private CA and haproxy's certificates, made by
 `kolla-salt certificates` or brought by the operator, where kolla-ansible keeps them
-(the operator folder's certificates/: haproxy.pem, the certificate chain and its key
-in one file, and ca/root.crt), and the checks a deploy makes of them before
-anything changes."""
+(the operator folder's certificates/: haproxy.pem for the external VIP and
+haproxy-internal.pem for the internal one, each the certificate chain and its key in
+one file, and ca/root.crt), and the checks a deploy makes of them before anything
+changes."""
 import datetime
 import ipaddress
+from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
@@ -16,10 +18,38 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from .errors import ValidationError
 from .private import write_private
 
-HAPROXY_PEM = "haproxy.pem"
 CA_CERT = Path("ca") / "root.crt"
 CA_KEY = Path("private") / "root.key"   # beside, not in, ca/: ca/ is what clients are given
 RENEW_WITHIN = datetime.timedelta(days=30)   # a deploy warns, `certificates` makes a new one
+# Where kolla_copy_ca_into_containers puts the CA in every container (kolla_start
+# copies it from the container's config folder), and the variables that make Python's
+# TLS clients trust it: OpenSSL's (urllib: the checks, the registration) and requests'
+# (keystoneauth: every service calling another, horizon).
+CA_IN_CONTAINERS = "/etc/kolla-salt/ca-certificates.crt"
+CA_FILE_NAME = "ca-certificates.crt"
+CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One of haproxy's two faces and what TLS on it takes."""
+    name: str         # external, internal
+    flag: str         # the globals.yml key that turns TLS on there
+    pem: str          # its certificate and key, in certificates_dir
+    secret: str       # the passwords key its PEM travels under in the pillar (blanked out of output)
+    names: tuple      # the settings whose values it must cover, its name first
+
+    def covers(self, settings):
+        """The names its certificate must cover (an empty FQDN means the address)."""
+        return [name for name in dict.fromkeys(settings[key] for key in self.names) if name]
+
+
+EXTERNAL = Endpoint("external", "kolla_enable_tls_external", "haproxy.pem", "haproxy_external_pem",
+                    ("kolla_external_fqdn", "kolla_external_vip_address"))
+INTERNAL = Endpoint("internal", "kolla_enable_tls_internal", "haproxy-internal.pem", "haproxy_internal_pem",
+                    ("kolla_internal_vip_address",))
+ENDPOINTS = (EXTERNAL, INTERNAL)
+HAPROXY_PEM = EXTERNAL.pem
 
 
 def certificates_dir(settings, config_dir):
@@ -27,10 +57,9 @@ def certificates_dir(settings, config_dir):
     return Path(settings["kolla_certificates_dir"] or Path(config_dir) / "certificates")
 
 
-def external_names(settings):
-    """What the external certificate must cover: the external FQDN and VIP (its name first)."""
-    return [name for name in dict.fromkeys([settings["kolla_external_fqdn"], settings["kolla_external_vip_address"]])
-            if name]
+def enabled(settings):
+    """The endpoints TLS is on for."""
+    return [endpoint for endpoint in ENDPOINTS if settings[endpoint.flag]]
 
 
 def _now():
@@ -76,9 +105,10 @@ def _pem(obj):
     return obj.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
-def make(folder, names, days=365, out=print):
-    """The private CA (kept once made) and haproxy.pem for `names`, signed by it, in
-    `folder`; every file mode 0600. Returns haproxy.pem's path."""
+def make(folder, wanted, days=365, out=print):
+    """The private CA (kept once made) and, for each {file name: names} of `wanted`,
+    that certificate signed by it (chain and key in one file), in `folder`; every
+    file mode 0600. Returns their paths."""
     folder = Path(folder)
     (folder / CA_CERT).parent.mkdir(parents=True, exist_ok=True)
     (folder / CA_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -93,21 +123,25 @@ def make(folder, names, days=365, out=print):
         write_private(folder / CA_KEY, _pem(ca_key))
         write_private(folder / CA_CERT, _pem(ca_cert))
         out(f"{folder / CA_CERT}: made, the CA clients trust (its key: {folder / CA_KEY})")
-    key = _new_key()
-    cert = _certificate(names[0], "kolla-salt private CA", key.public_key(), ca_key, days, ca=False, names=names)
-    write_private(folder / HAPROXY_PEM, _pem(cert) + _pem(ca_cert) + _pem(key))
-    out(f"{folder / HAPROXY_PEM}: made for {', '.join(names)}, valid until {cert.not_valid_after_utc:%Y-%m-%d}")
-    return folder / HAPROXY_PEM
+    made = []
+    for pem, names in wanted.items():
+        key = _new_key()
+        cert = _certificate(names[0], "kolla-salt private CA", key.public_key(), ca_key, days, ca=False, names=names)
+        write_private(folder / pem, _pem(cert) + _pem(ca_cert) + _pem(key))
+        out(f"{folder / pem}: made for {', '.join(names)}, valid until {cert.not_valid_after_utc:%Y-%m-%d}")
+        made.append(folder / pem)
+    return made
 
 
-def check(folder, names, now=None):
-    """(the text of haproxy.pem, its certificate's expiry) once it holds a certificate
-    and its key, the key matches, the certificate covers `names`, is valid now, and
-    ca/root.crt (when there) signed it; ValidationError naming the file otherwise."""
-    path = Path(folder) / HAPROXY_PEM
+def check(folder, endpoint, names, now=None):
+    """(the text of `endpoint`'s PEM file, its certificate's expiry) once it holds a
+    certificate and its key, the key matches, the certificate covers `names`, is valid
+    now, and ca/root.crt (when there) signed it; ValidationError naming the file
+    otherwise."""
+    path = Path(folder) / endpoint.pem
     fix = "`kolla-salt certificates` makes one"
     if not path.is_file():
-        raise ValidationError([f"{path}: no such file (kolla_enable_tls_external needs haproxy.pem, the "
+        raise ValidationError([f"{path}: no such file ({endpoint.flag} needs {endpoint.pem}, the "
                                f"certificate for {', '.join(names)} and its key): {fix}"])
     data = path.read_bytes()
     try:
@@ -129,8 +163,7 @@ def check(folder, names, now=None):
         covered = []
     missing = [n for n, entry in zip(names, _names(names)) if entry not in covered]
     if missing:
-        problems.append(f"{path}: does not cover {', '.join(missing)} (kolla_external_vip_address, "
-                        f"kolla_external_fqdn): {fix}")
+        problems.append(f"{path}: does not cover {', '.join(missing)} ({', '.join(endpoint.names)}): {fix}")
     ca_path = Path(folder) / CA_CERT
     if ca_path.is_file():
         ca = x509.load_pem_x509_certificate(ca_path.read_bytes())
@@ -144,10 +177,29 @@ def check(folder, names, now=None):
 
 
 def served(settings, config_dir, now=None):
-    """(haproxy.pem's path, its text, its expiry) of the certificate the settings
-    declare (check, in certificates_dir, for external_names)."""
+    """[(endpoint, its PEM file's path, its text, its expiry)] of every endpoint the
+    settings turn TLS on for (check, in certificates_dir)."""
     folder = certificates_dir(settings, config_dir)
-    return (folder / HAPROXY_PEM, *check(folder, external_names(settings), now=now))
+    return [(endpoint, folder / endpoint.pem, *check(folder, endpoint, endpoint.covers(settings), now=now))
+            for endpoint in enabled(settings)]
+
+
+def trusted_ca(settings, config_dir):
+    """The text of ca/root.crt with kolla_copy_ca_into_containers (every container
+    trusts it), else None. A private CA behind the internal endpoints without it is
+    refused: the services would not trust each other's endpoints."""
+    path = certificates_dir(settings, config_dir) / CA_CERT
+    if settings["kolla_copy_ca_into_containers"]:
+        if not path.is_file():
+            raise ValidationError([f"{path}: no such file (kolla_copy_ca_into_containers gives every container "
+                                   f"the CA that signed haproxy's certificates): `kolla-salt certificates` makes "
+                                   f"one"])
+        return path.read_text()
+    if settings["kolla_enable_tls_internal"] and path.is_file():
+        raise ValidationError([f"{Path(config_dir) / 'globals.yml'}: key 'kolla_copy_ca_into_containers' is false, "
+                               f"but the internal endpoints' certificate comes from the private CA {path}: the "
+                               f"services calling each other would not trust it; set it to true"])
+    return None
 
 
 def _pem_blocks(data):

@@ -107,28 +107,36 @@ def _volume_keys_here(volume):
 
 
 def cmd_certificates(args):
-    """A private CA (kept once made) and haproxy.pem for the external VIP and FQDN
-    (kolla_salt.certificates); the current one is kept while it is valid for more than
-    30 days and covers them, unless --renew."""
+    """A private CA (kept once made) and haproxy's certificate for each endpoint TLS is
+    on for (kolla_salt.certificates: haproxy.pem for the external VIP and FQDN,
+    haproxy-internal.pem for the internal VIP; the external one when neither is on);
+    a current one is kept while it is valid for more than 30 days and covers them,
+    unless --renew."""
     from . import certificates
     if not 1 <= args.days <= 3650:
         raise ValidationError([f"--days: between 1 and 3650, got {args.days}"])
     settings = _settings(args)
-    names = certificates.external_names(settings)
-    if not names:
-        raise ValidationError([f"{args.config_dir}/globals.yml: key 'kolla_external_vip_address' is empty: the "
-                               f"certificate is for that address (and kolla_external_fqdn)"])
+    wanted = certificates.enabled(settings) or [certificates.EXTERNAL]
+    empty = [f"{args.config_dir}/globals.yml: key '{endpoint.names[-1]}' is empty: {endpoint.pem} is for that "
+             f"address" for endpoint in wanted if not endpoint.covers(settings)]
+    if empty:
+        raise ValidationError(empty)
+    folder = certificates.certificates_dir(settings, args.config_dir)
     if not args.renew:
-        try:
-            path, _, expiry = certificates.served(settings, args.config_dir)
-        except ValidationError:
-            expiry = None
-        if expiry and not certificates.expiring(expiry):
-            print(f"{path}: kept, valid until {expiry:%Y-%m-%d} for {', '.join(names)} (--renew makes a new one)")
+        for endpoint in list(wanted):
+            try:
+                _, expiry = certificates.check(folder, endpoint, endpoint.covers(settings))
+            except ValidationError:
+                continue
+            if not certificates.expiring(expiry):
+                print(f"{folder / endpoint.pem}: kept, valid until {expiry:%Y-%m-%d} for "
+                      f"{', '.join(endpoint.covers(settings))} (--renew makes a new one)")
+                wanted.remove(endpoint)
+        if not wanted:
             return 0
-    certificates.make(certificates.certificates_dir(settings, args.config_dir), names, args.days)
-    print("the next `kolla-salt deploy` serves it" + ("" if settings["kolla_enable_tls_external"]
-                                                      else " once globals.yml sets kolla_enable_tls_external: true"))
+    certificates.make(folder, {endpoint.pem: endpoint.covers(settings) for endpoint in wanted}, args.days)
+    print("the next `kolla-salt deploy` serves " + ("them" if len(wanted) > 1 else "it")
+          + ("" if certificates.enabled(settings) else " once globals.yml sets kolla_enable_tls_external: true"))
     return 0
 
 
@@ -604,7 +612,7 @@ def cmd_status(args):
         return _status_through_master(args, load_pins(args.config_dir), tls)
     rows, loop, pins = collect(_client(), settings), health_loop(settings), load_pins(args.config_dir)
     if args.format == "json":
-        print(json.dumps({"containers": rows, "health_loop": loop, "tls_certificate": tls,
+        print(json.dumps({"containers": rows, "health_loop": loop, "tls_certificates": tls,
                           "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
     else:
         print(render(rows, loop, pins.describe()) + _said_certificate(tls))
@@ -619,7 +627,7 @@ def _status_through_master(args, pins, tls):
               else ret or "its salt-minion does not answer the master"
               for host, ret in found.items() if host not in hosts}
     if args.format == "json":
-        print(json.dumps({"hosts": hosts, "not_answering": silent, "tls_certificate": tls,
+        print(json.dumps({"hosts": hosts, "not_answering": silent, "tls_certificates": tls,
                           "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
     else:
         print(render_hosts(hosts, silent, pins.describe()) + _said_certificate(tls))
@@ -627,26 +635,29 @@ def _status_through_master(args, pins, tls):
 
 
 def _certificate_status(args, settings):
-    """With kolla_enable_tls_external: the external VIP's certificate, its expiry and
-    whether it is due for renewal, or what is wrong with it; else None."""
+    """Each certificate haproxy serves (kolla_enable_tls_external, _internal): its
+    expiry and whether it is due for renewal, or what is wrong with it."""
     from . import certificates
-    if not settings["kolla_enable_tls_external"]:
-        return None
-    try:
-        path, _, expiry = certificates.served(settings, args.config_dir)
-    except ValidationError as error:
-        return {"file": str(certificates.certificates_dir(settings, args.config_dir) / certificates.HAPROXY_PEM),
-                "problems": error.problems}
-    return {"file": str(path), "valid_until": expiry.isoformat(), "renew": certificates.expiring(expiry)}
+    folder = certificates.certificates_dir(settings, args.config_dir)
+    found = []
+    for endpoint in certificates.enabled(settings):
+        try:
+            _, expiry = certificates.check(folder, endpoint, endpoint.covers(settings))
+        except ValidationError as error:
+            found.append({"file": str(folder / endpoint.pem), "problems": error.problems})
+            continue
+        found.append({"file": str(folder / endpoint.pem), "valid_until": expiry.isoformat(),
+                      "renew": certificates.expiring(expiry)})
+    return found
 
 
 def _said_certificate(tls):
-    if tls is None:
-        return ""
-    if "problems" in tls:
-        return "\nTLS certificate: " + "; ".join(tls["problems"])
-    return (f"\nTLS certificate {tls['file']}: valid until {tls['valid_until'][:10]}"
-            + (" (within 30 days: `kolla-salt certificates --renew`, then deploy)" if tls["renew"] else ""))
+    return "".join(
+        f"\nTLS certificate {found['file']}: " + ("; ".join(found["problems"]) if "problems" in found else
+                                                  f"valid until {found['valid_until'][:10]}"
+                                                  + (" (within 30 days: `kolla-salt certificates --renew`, then "
+                                                     "deploy)" if found["renew"] else ""))
+        for found in tls)
 
 
 def _host_and_container(args):
@@ -1392,10 +1403,11 @@ def build_parser():
     p.add_argument("--batch", type=int, default=1, help="through a master: hosts upgraded at a time (default 1)")
     add_release_jump(p)
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
-    p = add("certificates", cmd_certificates, "make a private CA and the external VIP's certificate "
-            "(certificates/haproxy.pem and ca/root.crt in the operator folder, mode 0600; a valid one is kept)")
-    p.add_argument("--days", type=int, default=365, help="how long the certificate is valid (default 365)")
-    p.add_argument("--renew", action="store_true", help="make a new certificate even if the current one is valid")
+    p = add("certificates", cmd_certificates, "make a private CA and the certificate of each VIP TLS is on for "
+            "(certificates/haproxy.pem, haproxy-internal.pem and ca/root.crt in the operator folder, mode 0600; "
+            "a valid one is kept)")
+    p.add_argument("--days", type=int, default=365, help="how long the certificates are valid (default 365)")
+    p.add_argument("--renew", action="store_true", help="make new certificates even if the current ones are valid")
     add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml and make missing key repositories "
                               "(keys/; keeps existing ones)")
     add("rotate-keys", cmd_rotate_keys, "rotate keystone's fernet keys (keys/keystone/fernet) once every host "

@@ -11,8 +11,10 @@ CLOUD_NAME = "kolla-admin"
 
 
 def keystone_url(settings):
-    """Where clients reach keystone: haproxy's VIP, or the host's address without haproxy."""
-    return f"http://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
+    """Where clients reach keystone: haproxy's VIP (over TLS with
+    kolla_enable_tls_internal), or the host's address without haproxy."""
+    protocol = "https" if settings["kolla_enable_tls_internal"] else "http"
+    return f"{protocol}://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
 
 
 def public_keystone_url(settings):
@@ -25,7 +27,7 @@ def public_keystone_url(settings):
 
 def write_client_files(config_dir, pillar):
     """The admin's clients use the public endpoints (over TLS with
-    kolla_enable_tls_external, trusting the private CA when there is one)."""
+    kolla_enable_tls_external or _internal, trusting the private CA when there is one)."""
     settings, passwords = pillar["kolla"]["settings"], pillar["kolla"]["passwords"]
     auth = {"auth_url": public_keystone_url(settings), "username": settings["keystone_admin_user"],
             "password": passwords["keystone_admin_password"], "project_name": settings["keystone_admin_project"],
@@ -33,7 +35,7 @@ def write_client_files(config_dir, pillar):
     cloud = {"auth": auth, "region_name": settings["openstack_region_name"], "interface": "public",
              "identity_api_version": 3}
     ca = certificates.certificates_dir(settings, config_dir) / certificates.CA_CERT
-    trusted = settings["kolla_enable_tls_external"] and ca.is_file()
+    trusted = bool(certificates.enabled(settings)) and ca.is_file()
     if trusted:
         cloud["cacert"] = str(ca)
     clouds_path = Path(config_dir) / "clouds.yaml"

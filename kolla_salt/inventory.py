@@ -33,7 +33,7 @@ from .errors import ValidationError
 from .merge import merge
 from .pins import Pins, changed as changed_passwords
 from .releases import load_releases
-from .spec import ContainerSpec, is_one_port, is_port, port_pair_problems
+from .spec import CONFIG_MOUNT, ContainerSpec, is_one_port, is_port, port_pair_problems
 
 def _read_yaml(path, problems, kind=dict):
     try:
@@ -197,12 +197,10 @@ def vip_problems(settings, globals_file):
 
 
 def tls_problems(settings, globals_file):
+    found = [f"{globals_file}: key '{endpoint.flag}' is true but 'enable_haproxy' is false: haproxy is what "
+             f"serves TLS" for endpoint in certificates.enabled(settings) if not settings["enable_haproxy"]]
     if not settings["kolla_enable_tls_external"]:
-        return []
-    found = []
-    if not settings["enable_haproxy"]:
-        found.append(f"{globals_file}: key 'kolla_enable_tls_external' is true but 'enable_haproxy' is false: "
-                     f"haproxy is what serves TLS")
+        return found
     external = settings["kolla_external_vip_address"]
     try:
         ipaddress.ip_address(external)
@@ -211,7 +209,7 @@ def tls_problems(settings, globals_file):
                      f"kolla_enable_tls_external is true, got {external!r}")
     if external == settings["kolla_internal_vip_address"]:
         found.append(f"{globals_file}: key 'kolla_external_vip_address' is the internal VIP: the internal "
-                     f"endpoints stay plain HTTP on the same ports; choose another address")
+                     f"endpoints are served on the same ports; choose another address")
     return found
 
 
@@ -456,12 +454,15 @@ def host_facts(settings, address):
                                f"address: haproxy would listen where the API services do; choose another "
                                f"address (on one host a loopback one, such as 127.0.0.10)"])
     internal = settings["kolla_internal_vip_address"] if settings["enable_haproxy"] else address
-    tls = settings["kolla_enable_tls_external"]
+    external = settings["kolla_enable_tls_external"]
+    internal_protocol = "https" if settings["kolla_enable_tls_internal"] else "http"
     return {"api_interface_address": address,
             "kolla_internal_fqdn": internal,
+            # How services reach each other and keystone (openstack.jinja's internal_url).
+            "internal_protocol": internal_protocol,
             # Where the catalog's public endpoints point (a service folder's register:).
-            "public_protocol": "https" if tls else "http",
-            "public_fqdn": settings["kolla_external_fqdn"] if tls else internal,
+            "public_protocol": "https" if external else internal_protocol,
+            "public_fqdn": settings["kolla_external_fqdn"] if external else internal,
             # One database server: on the service's own host (build_services says otherwise
             # for a Galera cluster behind haproxy).
             "database_cluster": False, "database_address": address}
@@ -542,12 +543,21 @@ def _config_json(container, files):
     }, indent=2, sort_keys=True) + "\n"
 
 
-def build_services(settings, passwords, host, config_dir, minion_id="local", pins=None, peers=None):
+def _trusting(spec, path):
+    """`spec` with the variables that make its Python clients trust the CA at `path`."""
+    return {**spec, "environment": {**(spec.get("environment") or {}),
+                                    **{variable: path for variable in certificates.CA_VARIABLES}}}
+
+
+def build_services(settings, passwords, host, config_dir, minion_id="local", pins=None, peers=None,
+                   ca_certificate=None):
     """The list of enabled services for this host, each with its container specs,
     jobs and rendered config files, in tree order. Validates everything. `pins`
     (kolla_salt.pins): services that follow a release of their own, containers held
     at a generation. `peers`: {minion: API address} of every host (through a master;
-    haproxy fronts the services of all of them), else this host alone."""
+    haproxy fronts the services of all of them), else this host alone.
+    `ca_certificate` (kolla_copy_ca_into_containers): the CA every container and job
+    trusts."""
     problems = []
     pins = pins or Pins(Path(config_dir) / "pins.yml")
     renderers = {}
@@ -572,6 +582,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                 problems.append(f"{folder}: no service is called '{folder.name}' "
                                 f"(services: {', '.join(sorted(known_services))})")
     prefix = settings["container_name_prefix"]
+    endpoint_marker = f"://{host['kolla_internal_fqdn']}:"   # in every URL of the internal endpoints
     images = discover()
     enabled, definitions, addresses, members, forgets = {}, {}, {}, {}, {}
     for top, service in order:
@@ -617,6 +628,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         used_overrides = set()
         entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
                  "containers": [], "jobs": [], "post_jobs": [], "final_jobs": []}
+        trusting = []   # its containers that trust the CA
         for cname, container in (definition.get("containers") or {}).items():
             cwhere = f"{where}: containers.{cname}"
             files = []
@@ -639,6 +651,15 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                         problems.extend(error.problems)
                 files.append((name, cfg))
                 rendered[name] = text
+            # A container whose config names one of the cloud's endpoints calls it: it trusts
+            # the CA (kolla_start copies it where every user of the container reads it). The
+            # others (databases, queues, switches) are left as they are.
+            trusts = ca_certificate and any(endpoint_marker in text for text in rendered.values())
+            if trusts:
+                files.append((certificates.CA_FILE_NAME,
+                              {"dest": certificates.CA_IN_CONTAINERS, "owner": "root", "perm": "0644"}))
+                rendered[certificates.CA_FILE_NAME] = ca_certificate
+                trusting.append(cname)
             rendered["config.json"] = _config_json(container, files)
             spec_data = {k: v for k, v in container.items()
                          if k not in ("command", "run_as", "config_files", "permissions", "log_file", "backend")}
@@ -660,6 +681,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                     spec_data[key] = [prefix + n for n in names]
             spec_data.update(name=prefix + cname, image=renderer.image(container["image"], cname), set_path=set_path,
                              config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
+            if trusts:
+                spec_data = _trusting(spec_data, certificates.CA_IN_CONTAINERS)
             try:
                 ContainerSpec.from_dict(spec_data, cwhere)
             except ValidationError as error:
@@ -672,6 +695,12 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             derived, found = registration_job(service, definition["register"], renderer.settings, passwords, host,
                                               f"{where}: register")
             problems.extend(found)
+            if trusting:
+                # It runs its own client as root, not kolla_start: it reads the CA where the
+                # folder of a container that trusts it is mounted (written before jobs run).
+                derived = {name: _trusting({**job, "config_from": trusting[0]},
+                                           f"{CONFIG_MOUNT}/{certificates.CA_FILE_NAME}")
+                           for name, job in derived.items()}
             jobs.update(derived)
         # The volumes its jobs fill, on every host of the service (a run_once job runs
         # on one): a restore stops the services that write to the database on each host.
@@ -698,6 +727,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                        restart_policy="no")
             if config_from:
                 job["config_dir"] = os.path.join(settings["node_config_directory"], prefix + config_from)
+                # Started by kolla_start, it finds the CA where its container does (the
+                # registration's own client was told where it is above).
+                if config_from in trusting and not set(certificates.CA_VARIABLES) & set(job.get("environment") or {}):
+                    job = _trusting(job, certificates.CA_IN_CONTAINERS)
             try:
                 ContainerSpec.from_dict(job, jwhere)
             except ValidationError as error:
@@ -940,15 +973,15 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}
         peers[minion_id] = host["api_interface_address"]
     pins = load_pins(config_dir)
-    if settings["kolla_enable_tls_external"]:
+    for endpoint, path, pem, expiry in certificates.served(settings, config_dir):
         # A secret like the passwords: in the pillar of the hosts whose files hold it
         # (haproxy's), blanked out of output.
-        path, pem, expiry = certificates.served(settings, config_dir)
-        passwords = {**passwords, "haproxy_external_pem": pem}
+        passwords = {**passwords, endpoint.secret: pem}
         if warnings is not None and certificates.expiring(expiry):
             warnings.append(f"{path}: expires {expiry:%Y-%m-%d}; `kolla-salt certificates` makes a new one, the "
                             f"next deploy serves it")
-    services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers)
+    services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers,
+                              certificates.trusted_ca(settings, config_dir))
     if settings["nova_compute_virt_type"] == "kvm" and not virtualization.kvm \
             and any(s["name"] == "nova_compute" for s in services):
         raise ValidationError([f"{Path(config_dir) / 'globals.yml'}: key 'nova_compute_virt_type' is kvm, but "

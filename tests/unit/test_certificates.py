@@ -1,4 +1,4 @@
-"""TLS on the external VIP: the certificates `kolla-salt certificates` makes, the checks
+"""TLS on haproxy's VIPs: the certificates `kolla-salt certificates` makes, the checks
 a deploy makes of the operator's, and what the pillar does with them."""
 import datetime
 import json
@@ -18,19 +18,22 @@ TLS = {"kolla_enable_tls_external": True, "kolla_external_vip_address": "127.0.0
        "kolla_external_fqdn": "cloud.example.test"}
 
 
-def made(folder, names=NAMES, days=30):
-    certificates.make(folder, names, days, out=lambda m: None)
+INTERNAL_TLS = {"kolla_enable_tls_internal": True, "kolla_copy_ca_into_containers": True}
+
+
+def made(folder, names=NAMES, days=30, pem=certificates.HAPROXY_PEM):
+    certificates.make(folder, {pem: names}, days, out=lambda m: None)
     return folder
 
 
 def problems(folder, names=NAMES, now=None):
     with pytest.raises(ValidationError) as error:
-        certificates.check(folder, names, now=now)
+        certificates.check(folder, certificates.EXTERNAL, names, now=now)
     return "\n".join(error.value.problems)
 
 
 def test_made_certificates_check_out_and_are_private(tmp_path):
-    pem, expiry = certificates.check(made(tmp_path), NAMES)
+    pem, expiry = certificates.check(made(tmp_path), certificates.EXTERNAL, NAMES)
     assert "PRIVATE KEY" in pem and pem.count("BEGIN CERTIFICATE") == 2   # its chain: itself, the CA
     assert 29 <= (expiry - datetime.datetime.now(datetime.timezone.utc)).days <= 30
     assert certificates.expiring(expiry)                                  # within 30 days: renew
@@ -45,7 +48,8 @@ def test_a_certificate_that_does_not_fit_is_refused_naming_the_file(tmp_path):
     path = tmp_path / certificates.HAPROXY_PEM
     assert f"{path}: no such file" in problems(tmp_path)
     made(tmp_path, names=["other.example.test"])
-    assert f"{path}: does not cover cloud.example.test, 127.0.0.11" in problems(tmp_path)
+    assert (f"{path}: does not cover cloud.example.test, 127.0.0.11 (kolla_external_fqdn, "
+            f"kolla_external_vip_address)") in problems(tmp_path)
     made(tmp_path)
     later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(days=31)
     assert f"{path}: valid from" in problems(tmp_path, now=later)
@@ -105,3 +109,53 @@ def test_bad_tls_settings_are_refused_naming_the_key(tmp_path):
     os.makedirs(tmp_path / "elsewhere")
     assert f"{tmp_path / 'elsewhere' / 'haproxy.pem'}: no such file" in refused(
         {**TLS, "kolla_certificates_dir": str(tmp_path / "elsewhere")})
+
+
+def test_with_internal_tls_every_service_reaches_the_others_over_https_trusting_the_ca(tmp_path):
+    """kolla_enable_tls_internal: the internal VIP serves haproxy-internal.pem, every
+    internal URL (catalog, keystonemiddleware, service credentials, registration) is
+    https, and every container and job that calls an endpoint trusts the private CA
+    (kolla_copy_ca_into_containers)."""
+    folder = made(tmp_path / "certificates", names=["127.0.0.10"], pem="haproxy-internal.pem")
+    kolla = pillar(tmp_path, INTERNAL_TLS)
+    services = {s["name"]: s for s in kolla["services"]}
+    haproxy = services["haproxy"]["containers"][0]["files"]
+    assert "bind 127.0.0.10:9292 ssl crt /etc/haproxy/certificates/haproxy-internal.pem" in haproxy["haproxy.cfg"]
+    assert "Strict-Transport-Security" not in haproxy["haproxy.cfg"]        # only on the external VIP
+    assert kolla["passwords"]["haproxy_internal_pem"] == haproxy["haproxy-internal.pem"]
+    ca = (folder / certificates.CA_CERT).read_text()
+    for service in ("glance", "placement"):      # clients of keystone
+        container = services[service]["containers"][0]
+        files, spec = container["files"], container["spec"]
+        assert files[certificates.CA_FILE_NAME] == ca, spec["name"]
+        assert {"source": f"/var/lib/kolla/config_files/{certificates.CA_FILE_NAME}",
+                "dest": certificates.CA_IN_CONTAINERS, "owner": "root", "perm": "0644"} in \
+            json.loads(files["config.json"])["config_files"]
+        assert spec["environment"]["REQUESTS_CA_BUNDLE"] == certificates.CA_IN_CONTAINERS, spec["name"]
+    for service in ("mariadb", "memcached", "haproxy"):   # no client of an endpoint: left as they are
+        container = services[service]["containers"][0]
+        assert certificates.CA_FILE_NAME not in container["files"], service
+        assert "SSL_CERT_FILE" not in (container["spec"].get("environment") or {}), service
+    glance = services["glance"]["containers"][0]["files"]["glance-api.conf"]
+    assert "auth_url = https://127.0.0.10:5000\n" in glance and "http://127.0.0.10" not in glance
+    jobs = {j["name"]: j for s in kolla["services"] for j in s["jobs"]}
+    register = jobs["glance_keystone_register"]
+    assert register["environment"]["OS_AUTH_URL"] == "https://127.0.0.10:5000/v3"
+    assert register["environment"]["SSL_CERT_FILE"] == f"/var/lib/kolla/config_files/{certificates.CA_FILE_NAME}"
+    assert register["config_dir"].endswith("/glance_api")        # where that file is
+    assert json.loads(register["environment"]["KOLLA_REGISTRATION"])["endpoints"] == {
+        "public": "https://127.0.0.10:9292", "internal": "https://127.0.0.10:9292", "admin": "https://127.0.0.10:9292"}
+    # A job in the folder of a container that trusts the CA trusts it; keystone calls no endpoint.
+    assert jobs["glance_db_sync"]["environment"]["SSL_CERT_FILE"] == certificates.CA_IN_CONTAINERS
+    assert "SSL_CERT_FILE" not in jobs["keystone_bootstrap"].get("environment", {})
+
+
+def test_internal_tls_from_the_private_ca_without_copying_it_is_refused(tmp_path):
+    made(tmp_path / "certificates", names=["127.0.0.10"], pem="haproxy-internal.pem")
+    with pytest.raises(ValidationError) as error:
+        pillar(tmp_path, {**INTERNAL_TLS, "kolla_copy_ca_into_containers": False})
+    assert f"{tmp_path / 'globals.yml'}: key 'kolla_copy_ca_into_containers' is false" in error.value.problems[0]
+    (tmp_path / "certificates" / certificates.CA_CERT).unlink()
+    with pytest.raises(ValidationError) as error:
+        pillar(tmp_path, INTERNAL_TLS)
+    assert f"{tmp_path / 'certificates' / certificates.CA_CERT}: no such file" in error.value.problems[0]
