@@ -793,8 +793,12 @@ LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
                      "one_active": "optional: true sends every connection to the first server up, the others "
                                    "are backups (one writer of a Galera cluster)",
                      "maxconn": "optional: how many requests one server serves at once (its workers); haproxy "
-                                "queues the others, so that neither they nor its check wait in the server's backlog"}
-OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active", "maxconn")
+                                "queues the others, so that neither they nor its check wait in the server's backlog",
+                     "external_tls_port": "optional: with kolla_enable_tls_external, the port the external VIP "
+                                          "serves it on over HTTPS when not `port`; plain HTTP on `port` there is "
+                                          "redirected to it (what a browser's http:// address reaches)"}
+OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active", "maxconn",
+                              "external_tls_port")
 
 
 def loadbalancer_entries(definitions, addresses, problems):
@@ -833,8 +837,9 @@ def loadbalancer_entries(definitions, addresses, problems):
             if "maxconn" in block and (isinstance(block["maxconn"], bool) or not isinstance(block["maxconn"], int)
                                          or block["maxconn"] < 1):
                 found.append(f"{where}.maxconn: expected a number of requests above 0, got {block['maxconn']!r}")
-            if "check_port" in block and not is_port(block["check_port"]):
-                found.append(f"{where}.check_port: expected a port number, got {block['check_port']!r}")
+            for key in ("check_port", "external_tls_port"):
+                if key in block and not is_port(block[key]):
+                    found.append(f"{where}.{key}: expected a port number, got {block[key]!r}")
             if not isinstance(block.get("one_active", False), bool):
                 found.append(f"{where}.one_active: expected true or false, got {block['one_active']!r}")
             if name in entries:
@@ -847,7 +852,7 @@ def loadbalancer_entries(definitions, addresses, problems):
                 entries[name] = {**block, "name": name, "timeout": timeout,
                                  "drain_timeout": block.get("drain_timeout", timeout),
                                  "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
-                                 "maxconn": block.get("maxconn"),
+                                 "maxconn": block.get("maxconn"), "external_tls_port": block.get("external_tls_port"),
                                  "one_active": block.get("one_active", False),
                                  "servers": [f"{address}:{port}" for address in addresses.get(service, [])
                                              for port in ports]}

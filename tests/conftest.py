@@ -28,7 +28,7 @@ TEST_PORTS = {
     "glance_api_standby_port": 29293, "placement_api_standby_port": 28779,
     "nova_api_port": 28774, "nova_api_standby_port": 28773, "ovn_nb_db_port": 26641, "ovn_sb_db_port": 26642,
     "neutron_server_port": 29696, "neutron_server_standby_port": 29697, "horizon_port": 20080,
-    "horizon_standby_port": 20081, "nova_novncproxy_port": 26080,
+    "horizon_standby_port": 20081, "horizon_tls_port": 20443, "nova_novncproxy_port": 26080,
 }
 # One process per API and RPC service, as kolla-ansible's CI runs: each process loads
 # the whole service, and the suite's clouds share this machine's cores. nova-compute

@@ -6,6 +6,7 @@ under load without a failed request."""
 import base64
 import hashlib
 import html.parser
+import http.client
 import http.cookiejar
 import io
 import json
@@ -214,11 +215,11 @@ class FormInputs(html.parser.HTMLParser):
             self.inputs[attrs["name"]] = attrs.get("value") or ""
 
 
-def horizon_login(cloud, password, origin=f"http://{VIP}", tls=None):
-    """Logs in to horizon on the VIP (or `origin`, over TLS with the ssl context `tls`)
-    as admin, as a browser does (the login page's form with its CSRF token, the
-    cookies): (the page it lands on, its address)."""
-    base = f"{origin}:{cloud.globals['horizon_port']}"
+def horizon_login(cloud, password, origin=f"http://{VIP}", tls=None, port=None):
+    """Logs in to horizon on the VIP (or `origin` and `port`, over TLS with the ssl
+    context `tls`) as admin, as a browser does (the login page's form with its CSRF
+    token, the cookies): (the page it lands on, its address)."""
+    base = f"{origin}:{port or cloud.globals['horizon_port']}"
     browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()),
                                           urllib.request.HTTPSHandler(context=tls))
     form = FormInputs(browser.open(f"{base}/auth/login/", timeout=30).read().decode()).inputs
@@ -847,7 +848,8 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     of the catalog is https (public on the external VIP, internal and admin on the
     internal one) and the services call keystone and each other through them, trusting
     the private CA: a server boots (nova asks glance, neutron and placement; neutron
-    tells nova its port is plugged), horizon logs the admin in over HTTPS; the admin's
+    tells nova its port is plugged), horizon logs the admin in over HTTPS (on its TLS
+    port of the external VIP, where plain HTTP on its port is redirected); the admin's
     client works with the CA and fails without it; the external VIP's answers carry
     HSTS and neither VIP serves plain HTTP. Renewed certificates are served by
     haproxy's next generation while a client asks keystone for tokens over HTTPS: no
@@ -903,8 +905,14 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         for address in (EXTERNAL_VIP, VIP):
             with pytest.raises((urllib.error.URLError, ConnectionError)):
                 token_issue(port, password, address)                  # plain HTTP on a TLS port
-        page, address = horizon_login(cloud, password, f"https://{EXTERNAL_VIP}", trusted)
+        tls_port = env.globals["horizon_tls_port"]
+        page, address = horizon_login(cloud, password, f"https://{EXTERNAL_VIP}", trusted, port=tls_port)
         assert address.endswith("/project/") and "<title>Overview - OpenStack Dashboard</title>" in page, address
+        moved = http.client.HTTPConnection(EXTERNAL_VIP, env.globals["horizon_port"], timeout=10)
+        moved.request("GET", "/auth/login/")
+        answer = moved.getresponse()
+        assert (answer.status, answer.headers["Location"]) == (
+            301, f"https://{EXTERNAL_VIP}:{tls_port}/auth/login/"), answer.headers
 
         served = {a: ssl.get_server_certificate((a, port)) for a in (EXTERNAL_VIP, VIP)}
         prober = Prober(token_request(port, password, EXTERNAL_VIP, timeout=60, tls=trusted), 0.1, limit=3000)

@@ -85,6 +85,12 @@ def test_with_tls_haproxy_serves_the_certificate_on_the_external_vip_and_the_cat
     assert glance["endpoints"] == {"public": "https://cloud.example.test:9292", "internal": "http://127.0.0.10:9292",
                                    "admin": "http://127.0.0.10:9292"}
     assert "https://cloud.example.test:5000/v3" in jobs["keystone_bootstrap"]["command"]
+    # horizon: HTTPS on its TLS port of the external VIP, plain HTTP there redirected to it.
+    kolla = pillar(tmp_path, {**TLS, "enable_horizon": True})
+    haproxy = next(s for s in kolla["services"] if s["name"] == "haproxy")["containers"][0]["files"]["haproxy.cfg"]
+    assert "bind 127.0.0.11:443 ssl crt /etc/haproxy/certificates/haproxy.pem" in haproxy
+    assert ("frontend horizon_redirect\n    bind 127.0.0.11:80\n"
+            "    http-request redirect prefix https://cloud.example.test code 301") in haproxy
     # Without TLS: no certificate anywhere, the public endpoints are the internal ones.
     kolla = pillar(tmp_path, {})
     haproxy = next(s for s in kolla["services"] if s["name"] == "haproxy")["containers"][0]["files"]
