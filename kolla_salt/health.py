@@ -54,6 +54,7 @@ import docker.errors
 from .containers import current_entries
 from .generations import History
 from .hostsignals import pressure_between, process_table, read_pressure, service_sample
+from .private import write_private
 from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET, declared_spec
 
 HEALTHY, UNHEALTHY = "healthy", "unhealthy"
@@ -649,15 +650,13 @@ def beacon_pass(client, state, prefix="", status_file=None, proc="/proc"):
 
 
 def write_json(path, data, only_if_changed=False):
-    """Writes `data` to `path` atomically (readers never see half a file)."""
+    """Writes `data` to `path` whole and 0600 (kolla_salt.private; one writer at a
+    time: the beacon, or the ledger's lock holder)."""
     text = json.dumps(data, indent=1, sort_keys=True)
     if only_if_changed and read_text(path) == text:
         return
     os.makedirs(os.path.dirname(str(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    write_private(path, text)
 
 
 def read_text(path):

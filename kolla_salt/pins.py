@@ -35,6 +35,7 @@ import yaml
 
 from . import safeyaml
 from .errors import ValidationError
+from .private import write_private
 
 FILE = "pins.yml"
 FINGERPRINT_ROUNDS = 20000
@@ -140,9 +141,7 @@ class Pins:
         if not data:
             self.path.unlink(missing_ok=True)
             return
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(HEADER + yaml.safe_dump(data, default_flow_style=False, sort_keys=True))
-        tmp.replace(self.path)
+        write_private(self.path, HEADER + yaml.safe_dump(data, default_flow_style=False, sort_keys=True))
 
 
 def _holds(key, container):
