@@ -967,6 +967,7 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
     assert qemu
     new = {"nova_libvirt": f"{IMAGES}/libvirt:kstcloud-new", "nova_compute": f"{IMAGES}/nova:kstcloud-new"}
     old = {container: docker_client.containers.get(env.name(container)).image for container in new}
+    compute_generation = docker_client.containers.get(env.name("nova_compute")).labels["kolla.generation"]
     for container, tag in new.items():
         docker_client.images.build(fileobj=io.BytesIO(f"FROM {old[container].id}\nLABEL kolla.test=kstcloud\n".encode()),
                                    tag=tag, rm=True)
@@ -1013,7 +1014,7 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         assert longest < 5
         # The old nova-compute ended by itself after its graceful shutdown, cleaned up:
         # not killed at its stop_timeout (nova.conf's shutdown timeouts fit inside it).
-        retired = docker_client.containers.get(env.name("nova_compute") + ".gen1").attrs["State"]
+        retired = docker_client.containers.get(f"{env.name('nova_compute')}.gen{compute_generation}").attrs["State"]
         assert retired["ExitCode"] == 0, retired
         assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout   # nova's control set kept nova_tag
         told_again()
