@@ -18,10 +18,15 @@ def openstack(config_dir, *args, values=True):
 
 def boot_server(run, prefix, name="server", options=()):
     """`server create --wait` of the guest on its network with its keypair (named prefix
-    + name; more `server create` options in `options`): the server as `server show` has it."""
-    server_id = run("server", "create", "--image", f"{prefix}guest", "--flavor", f"{prefix}small", "--network",
-                    f"{prefix}servers", "--key-name", f"{prefix}key", *options, "--wait", f"{prefix}{name}",
-                    "-c", "id").strip()
+    + name; more `server create` options in `options`): the server as `server show` has
+    it. A server that ends in ERROR fails with nova's fault (why it could not be built)."""
+    try:
+        server_id = run("server", "create", "--image", f"{prefix}guest", "--flavor", f"{prefix}small", "--network",
+                        f"{prefix}servers", "--key-name", f"{prefix}key", *options, "--wait", f"{prefix}{name}",
+                        "-c", "id").strip()
+    except AssertionError as error:
+        fault = run("server", "show", f"{prefix}{name}", "-c", "fault", "-f", "json", values=False)
+        raise AssertionError(f"{error}; nova's fault: {fault}") from None
     return json.loads(run("server", "show", server_id, "-f", "json", values=False))
 
 

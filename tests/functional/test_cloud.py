@@ -447,7 +447,7 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
     assert [prober.failed for prober in probers.values()] == [0, 0]
 
 
-def test_users_at_one_and_a_half_times_the_capacity_wait_longer_and_no_request_fails(cloud):
+def test_users_at_one_and_a_half_times_the_capacity_wait_longer_and_no_request_fails(cloud, docker_client):
     """The front door under load: users ask keystone for tokens and list servers,
     networks and images through the VIP, each again as soon as it has its answer. Their
     number per API doubles until the answers per second stop growing (the capacity);
@@ -469,9 +469,11 @@ def test_users_at_one_and_a_half_times_the_capacity_wait_longer_and_no_request_f
     print(f"\nload at 1.5x the capacity ({best:.1f} answers/s): {users} users for 60 s, "
           f"servers marked down {sum(watch.marked_down.values())}, fewest servers up {watch.fewest}")
     for name, f in figures.items():
-        print(f"  {name}: {f['users']} users, {f['sent']} sent, {f['failed']} failed, {f['rate']}/s, p50 {f['p50']} s, p99 {f['p99']} s")
+        print(f"  {name}: {f['users']} users, {f['sent']} sent, {f['failed']} failed, {f['rate']}/s, p50 {f['p50']} s, "
+              f"p99 {f['p99']} s" + (f", failures: {f['failures']}" if f["failed"] else ""))
     assert all(f["sent"] >= 60 for f in figures.values()), figures
-    assert [name for name, f in figures.items() if f["failed"]] == [], figures
+    assert {name: f["failures"] for name, f in figures.items() if f["failed"]} == {}, \
+        failed_in_haproxys_words(docker_client, cloud)
     assert set(watch.marked_down.values()) == {0}, watch.marked_down
     assert min(watch.fewest.values()) >= 1, watch.fewest
 
@@ -1022,7 +1024,8 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         env.openstack("server", "stop", server["id"], values=False)   # the new nova-compute and libvirt manage it
         wait_for("SHUTOFF", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "SHUTOFF",
                  60)
-        assert qemu_pid(server["instance"]) is None
+        # nova says SHUTOFF once libvirt has the domain shut off; its qemu may take a moment more to end.
+        wait_for("the stopped server's qemu ending", lambda: qemu_pid(server["instance"]) is None, 30)
         env.openstack("server", "start", server["id"], values=False)
         wait_for("ACTIVE", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE",
                  60)
