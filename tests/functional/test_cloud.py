@@ -842,105 +842,6 @@ def test_the_servers_console_opens_in_a_browser_through_the_vip(cloud, server):
     assert not websocket_first_message(VIP, address.port, "/?token=kst-not-a-token")   # refused: closed at once
 
 
-def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_fails_no_request(
-        cloud, docker_client, server):
-    """kolla_enable_tls_external and kolla_enable_tls_internal with what `kolla-salt
-    certificates` makes, and kolla_copy_ca_into_containers: a certificate that does
-    not cover the external VIP is refused before anything changes. Then every endpoint
-    of the catalog is https (public on the external VIP, internal and admin on the
-    internal one) and the services call keystone and each other through them, trusting
-    the private CA: a server boots (nova asks glance, neutron and placement; neutron
-    tells nova its port is plugged), horizon logs the admin in over HTTPS (on its TLS
-    port of the external VIP, where plain HTTP on its port is redirected); the admin's
-    client works with the CA and fails without it; the external VIP's answers carry
-    HSTS and neither VIP serves plain HTTP. Renewed certificates are served by
-    haproxy's next generation while a client asks keystone for tokens over HTTPS: no
-    request fails. Turned off, the catalog is plain HTTP again and a deploy has nothing
-    left to do. Databases, queues and switches call no endpoint: they run on as they were."""
-    import ssl
-
-    from kolla_salt import certificates
-    from probes import Prober, token_issue, token_request
-    env = cloud
-    port, password = env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"]
-    folder = env.config_dir / "certificates"
-    before = started_at(docker_client, env)
-    untouched = ("mariadb", "rabbitmq", "memcached", "openvswitch_db", "ovn_nb_db", "nova_libvirt")
-    kept = {c: docker_client.containers.get(env.name(c)).id for c in untouched}
-    env.write_globals(kolla_enable_tls_external=True, kolla_external_vip_address=EXTERNAL_VIP,
-                      kolla_enable_tls_internal=True, kolla_copy_ca_into_containers=True)
-    try:
-        certificates.make(folder, {"haproxy.pem": ["198.18.21.99"]}, out=lambda m: None)   # another address's
-        proc = env.run("deploy", check=False)
-        assert proc.returncode == 2 and f"{folder / 'haproxy.pem'}: does not cover {EXTERNAL_VIP}" in proc.stderr, \
-            proc.stdout + proc.stderr
-        assert started_at(docker_client, env) == before
-        made = env.run("certificates", "--renew").stdout
-        assert f"haproxy.pem: made for {EXTERNAL_VIP}" in made and f"haproxy-internal.pem: made for {VIP}" in made
-        began = time.monotonic()
-        env.run("deploy")
-        print(f"\nTLS on both VIPs turned on: {time.monotonic() - began:.0f} s")
-        said = env.run("status").stdout
-        assert f"TLS certificate {folder / 'haproxy.pem'}: valid until" in said
-        assert f"TLS certificate {folder / 'haproxy-internal.pem'}: valid until" in said
-        for interface, address in (("public", EXTERNAL_VIP), ("internal", VIP), ("admin", VIP)):
-            urls = env.openstack("endpoint", "list", "--interface", interface, "-c", "URL").split()
-            assert urls and all(url.startswith(f"https://{address}:") for url in urls), (interface, urls)
-        assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
-
-        booted = boot_server(env.openstack, "kst-", name="over-tls")
-        assert booted["status"] == "ACTIVE", booted
-        env.openstack("server", "delete", "--wait", booted["id"], values=False)
-        clouds = yaml.safe_load((env.config_dir / "clouds.yaml").read_text())
-        assert clouds["clouds"]["kolla-admin"].pop("cacert") == str(folder / "ca" / "root.crt")
-        (env.root / "clouds-without-ca.yaml").write_text(yaml.safe_dump(clouds))
-        refused = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
-                                  "token", "issue"], capture_output=True, text=True, timeout=120,
-                                 env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.root / "clouds-without-ca.yaml")})
-        assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
-
-        trusted = ssl.create_default_context(cafile=str(folder / "ca" / "root.crt"))
-        with token_issue(port, password, EXTERNAL_VIP, tls=trusted) as answer:
-            assert answer.status == 201 and answer.headers["Strict-Transport-Security"]
-        with token_issue(port, password, VIP, tls=trusted) as answer:
-            assert answer.status == 201 and not answer.headers["Strict-Transport-Security"]
-        for address in (EXTERNAL_VIP, VIP):
-            with pytest.raises((urllib.error.URLError, ConnectionError)):
-                token_issue(port, password, address)                  # plain HTTP on a TLS port
-        tls_port = env.globals["horizon_tls_port"]
-        page, address = horizon_login(cloud, password, f"https://{EXTERNAL_VIP}", trusted, port=tls_port)
-        assert address.endswith("/project/") and "<title>Overview - OpenStack Dashboard</title>" in page, address
-        moved = http.client.HTTPConnection(EXTERNAL_VIP, env.globals["horizon_port"], timeout=10)
-        moved.request("GET", "/auth/login/")
-        answer = moved.getresponse()
-        assert (answer.status, answer.headers["Location"]) == (
-            301, f"https://{EXTERNAL_VIP}:{tls_port}/auth/login/"), answer.headers
-
-        served = {a: ssl.get_server_certificate((a, port)) for a in (EXTERNAL_VIP, VIP)}
-        prober = Prober(token_request(port, password, EXTERNAL_VIP, timeout=60, tls=trusted), 0.1, limit=3000)
-        prober.start()
-        try:
-            wait_for("a token over HTTPS", lambda: prober.answers, 30)
-            env.run("certificates", "--renew")
-            out = env.run("deploy").stdout
-        finally:
-            prober.stop()
-        print(f"TLS: renewed certificates served ({prober.calls} token requests over HTTPS meanwhile, "
-              f"{prober.failed} failed, longest gap {prober.longest_gap():.2f} s)")
-        assert all(ssl.get_server_certificate((a, port)) != served[a] for a in served), out
-        assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, env))
-    finally:
-        env.write_globals(kolla_enable_tls_external=False, kolla_enable_tls_internal=False,
-                          kolla_copy_ca_into_containers=False)
-        began = time.monotonic()
-        env.run("deploy")
-        print(f"TLS on both VIPs turned off: {time.monotonic() - began:.0f} s")
-    public = env.openstack("endpoint", "list", "-c", "URL").split()
-    assert public and all(url.startswith(f"http://{VIP}:") for url in public), public
-    assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
-    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
-
-
 def rpc_versions_selected(env):
     """How many times nova's services logged the compute RPC version they work out
     from the oldest nova-compute ([upgrade_levels] compute = auto)."""
@@ -1134,7 +1035,7 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     assert f"runs {NEXT} and generation" in proc.stderr and "cannot go back to an older release" in proc.stderr \
         and "ServiceTooOld" in proc.stderr, proc.stderr
     assert docker_client.containers.get(env.name("nova_compute")).id == compute
-    # kst-release runs on through tempest: the release rollback (the last test) takes the
+    # kst-release runs on through tempest: the release rollback (the test after it) takes the
     # cloud back under it.
     env.openstack("server", "delete", "--wait", "kst-on-next", values=False)
 
@@ -1207,4 +1108,103 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
              lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack, back["id"]), 180)
     for name in ("after-rollback", "release"):
         env.openstack("server", "delete", "--wait", f"kst-{name}", values=False)
+    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
+
+
+def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_fails_no_request(
+        cloud, docker_client, server):
+    """kolla_enable_tls_external and kolla_enable_tls_internal with what `kolla-salt
+    certificates` makes, and kolla_copy_ca_into_containers: a certificate that does
+    not cover the external VIP is refused before anything changes. Then every endpoint
+    of the catalog is https (public on the external VIP, internal and admin on the
+    internal one) and the services call keystone and each other through them, trusting
+    the private CA: a server boots (nova asks glance, neutron and placement; neutron
+    tells nova its port is plugged), horizon logs the admin in over HTTPS (on its TLS
+    port of the external VIP, where plain HTTP on its port is redirected); the admin's
+    client works with the CA and fails without it; the external VIP's answers carry
+    HSTS and neither VIP serves plain HTTP. Renewed certificates are served by
+    haproxy's next generation while a client asks keystone for tokens over HTTPS: no
+    request fails. Turned off, the catalog is plain HTTP again and a deploy has nothing
+    left to do. Databases, queues and switches call no endpoint: they run on as they were."""
+    import ssl
+
+    from kolla_salt import certificates
+    from probes import Prober, token_issue, token_request
+    env = cloud
+    port, password = env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"]
+    folder = env.config_dir / "certificates"
+    before = started_at(docker_client, env)
+    untouched = ("mariadb", "rabbitmq", "memcached", "openvswitch_db", "ovn_nb_db", "nova_libvirt")
+    kept = {c: docker_client.containers.get(env.name(c)).id for c in untouched}
+    env.write_globals(kolla_enable_tls_external=True, kolla_external_vip_address=EXTERNAL_VIP,
+                      kolla_enable_tls_internal=True, kolla_copy_ca_into_containers=True)
+    try:
+        certificates.make(folder, {"haproxy.pem": ["198.18.21.99"]}, out=lambda m: None)   # another address's
+        proc = env.run("deploy", check=False)
+        assert proc.returncode == 2 and f"{folder / 'haproxy.pem'}: does not cover {EXTERNAL_VIP}" in proc.stderr, \
+            proc.stdout + proc.stderr
+        assert started_at(docker_client, env) == before
+        made = env.run("certificates", "--renew").stdout
+        assert f"haproxy.pem: made for {EXTERNAL_VIP}" in made and f"haproxy-internal.pem: made for {VIP}" in made
+        began = time.monotonic()
+        env.run("deploy")
+        print(f"\nTLS on both VIPs turned on: {time.monotonic() - began:.0f} s")
+        said = env.run("status").stdout
+        assert f"TLS certificate {folder / 'haproxy.pem'}: valid until" in said
+        assert f"TLS certificate {folder / 'haproxy-internal.pem'}: valid until" in said
+        for interface, address in (("public", EXTERNAL_VIP), ("internal", VIP), ("admin", VIP)):
+            urls = env.openstack("endpoint", "list", "--interface", interface, "-c", "URL").split()
+            assert urls and all(url.startswith(f"https://{address}:") for url in urls), (interface, urls)
+        assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
+
+        booted = boot_server(env.openstack, "kst-", name="over-tls")
+        assert booted["status"] == "ACTIVE", booted
+        env.openstack("server", "delete", "--wait", booted["id"], values=False)
+        clouds = yaml.safe_load((env.config_dir / "clouds.yaml").read_text())
+        assert clouds["clouds"]["kolla-admin"].pop("cacert") == str(folder / "ca" / "root.crt")
+        (env.root / "clouds-without-ca.yaml").write_text(yaml.safe_dump(clouds))
+        refused = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
+                                  "token", "issue"], capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.root / "clouds-without-ca.yaml")})
+        assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
+
+        trusted = ssl.create_default_context(cafile=str(folder / "ca" / "root.crt"))
+        with token_issue(port, password, EXTERNAL_VIP, tls=trusted) as answer:
+            assert answer.status == 201 and answer.headers["Strict-Transport-Security"]
+        with token_issue(port, password, VIP, tls=trusted) as answer:
+            assert answer.status == 201 and not answer.headers["Strict-Transport-Security"]
+        for address in (EXTERNAL_VIP, VIP):
+            with pytest.raises((urllib.error.URLError, ConnectionError)):
+                token_issue(port, password, address)                  # plain HTTP on a TLS port
+        tls_port = env.globals["horizon_tls_port"]
+        page, address = horizon_login(cloud, password, f"https://{EXTERNAL_VIP}", trusted, port=tls_port)
+        assert address.endswith("/project/") and "<title>Overview - OpenStack Dashboard</title>" in page, address
+        moved = http.client.HTTPConnection(EXTERNAL_VIP, env.globals["horizon_port"], timeout=10)
+        moved.request("GET", "/auth/login/")
+        answer = moved.getresponse()
+        assert (answer.status, answer.headers["Location"]) == (
+            301, f"https://{EXTERNAL_VIP}:{tls_port}/auth/login/"), answer.headers
+
+        served = {a: ssl.get_server_certificate((a, port)) for a in (EXTERNAL_VIP, VIP)}
+        prober = Prober(token_request(port, password, EXTERNAL_VIP, timeout=60, tls=trusted), 0.1, limit=3000)
+        prober.start()
+        try:
+            wait_for("a token over HTTPS", lambda: prober.answers, 30)
+            env.run("certificates", "--renew")
+            out = env.run("deploy").stdout
+        finally:
+            prober.stop()
+        print(f"TLS: renewed certificates served ({prober.calls} token requests over HTTPS meanwhile, "
+              f"{prober.failed} failed, longest gap {prober.longest_gap():.2f} s)")
+        assert all(ssl.get_server_certificate((a, port)) != served[a] for a in served), out
+        assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, env))
+    finally:
+        env.write_globals(kolla_enable_tls_external=False, kolla_enable_tls_internal=False,
+                          kolla_copy_ca_into_containers=False)
+        began = time.monotonic()
+        env.run("deploy")
+        print(f"TLS on both VIPs turned off: {time.monotonic() - began:.0f} s")
+    public = env.openstack("endpoint", "list", "-c", "URL").split()
+    assert public and all(url.startswith(f"http://{VIP}:") for url in public), public
+    assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
