@@ -33,7 +33,6 @@ CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 @dataclass(frozen=True)
 class Endpoint:
     """One of haproxy's two faces and what TLS on it takes."""
-    name: str         # external, internal
     flag: str         # the globals.yml key that turns TLS on there
     pem: str          # its certificate and key, in certificates_dir
     secret: str       # the passwords key its PEM travels under in the pillar (blanked out of output)
@@ -44,12 +43,11 @@ class Endpoint:
         return [name for name in dict.fromkeys(settings[key] for key in self.names) if name]
 
 
-EXTERNAL = Endpoint("external", "kolla_enable_tls_external", "haproxy.pem", "haproxy_external_pem",
+EXTERNAL = Endpoint("kolla_enable_tls_external", "haproxy.pem", "haproxy_external_pem",
                     ("kolla_external_fqdn", "kolla_external_vip_address"))
-INTERNAL = Endpoint("internal", "kolla_enable_tls_internal", "haproxy-internal.pem", "haproxy_internal_pem",
+INTERNAL = Endpoint("kolla_enable_tls_internal", "haproxy-internal.pem", "haproxy_internal_pem",
                     ("kolla_internal_vip_address",))
 ENDPOINTS = (EXTERNAL, INTERNAL)
-HAPROXY_PEM = EXTERNAL.pem
 
 
 def certificates_dir(settings, config_dir):
@@ -108,7 +106,7 @@ def _pem(obj):
 def make(folder, wanted, days=365, out=print):
     """The private CA (kept once made) and, for each {file name: names} of `wanted`,
     that certificate signed by it (chain and key in one file), in `folder`; every
-    file mode 0600. Returns their paths."""
+    file mode 0600."""
     folder = Path(folder)
     (folder / CA_CERT).parent.mkdir(parents=True, exist_ok=True)
     (folder / CA_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -123,14 +121,11 @@ def make(folder, wanted, days=365, out=print):
         write_private(folder / CA_KEY, _pem(ca_key))
         write_private(folder / CA_CERT, _pem(ca_cert))
         out(f"{folder / CA_CERT}: made, the CA clients trust (its key: {folder / CA_KEY})")
-    made = []
     for pem, names in wanted.items():
         key = _new_key()
         cert = _certificate(names[0], "kolla-salt private CA", key.public_key(), ca_key, days, ca=False, names=names)
         write_private(folder / pem, _pem(cert) + _pem(ca_cert) + _pem(key))
         out(f"{folder / pem}: made for {', '.join(names)}, valid until {cert.not_valid_after_utc:%Y-%m-%d}")
-        made.append(folder / pem)
-    return made
 
 
 def check(folder, endpoint, names, now=None):
@@ -176,12 +171,17 @@ def check(folder, endpoint, names, now=None):
     return data.decode(), cert.not_valid_after_utc
 
 
+def checked(settings, config_dir, endpoint, now=None):
+    """(its PEM file's path, its text, its expiry) of `endpoint`'s certificate in
+    certificates_dir, for the names the settings give it (check)."""
+    folder = certificates_dir(settings, config_dir)
+    return (folder / endpoint.pem, *check(folder, endpoint, endpoint.covers(settings), now=now))
+
+
 def served(settings, config_dir, now=None):
     """[(endpoint, its PEM file's path, its text, its expiry)] of every endpoint the
-    settings turn TLS on for (check, in certificates_dir)."""
-    folder = certificates_dir(settings, config_dir)
-    return [(endpoint, folder / endpoint.pem, *check(folder, endpoint, endpoint.covers(settings), now=now))
-            for endpoint in enabled(settings)]
+    settings turn TLS on for."""
+    return [(endpoint, *checked(settings, config_dir, endpoint, now)) for endpoint in enabled(settings)]
 
 
 def trusted_ca(settings, config_dir):

@@ -121,20 +121,19 @@ def cmd_certificates(args):
              f"address" for endpoint in wanted if not endpoint.covers(settings)]
     if empty:
         raise ValidationError(empty)
-    folder = certificates.certificates_dir(settings, args.config_dir)
     if not args.renew:
         for endpoint in list(wanted):
             try:
-                _, expiry = certificates.check(folder, endpoint, endpoint.covers(settings))
+                path, _, expiry = certificates.checked(settings, args.config_dir, endpoint)
             except ValidationError:
                 continue
             if not certificates.expiring(expiry):
-                print(f"{folder / endpoint.pem}: kept, valid until {expiry:%Y-%m-%d} for "
-                      f"{', '.join(endpoint.covers(settings))} (--renew makes a new one)")
+                print(f"{path}: kept, valid until {expiry:%Y-%m-%d} for {', '.join(endpoint.covers(settings))} "
+                      f"(--renew makes a new one)")
                 wanted.remove(endpoint)
         if not wanted:
             return 0
-    certificates.make(folder, {endpoint.pem: endpoint.covers(settings) for endpoint in wanted}, args.days)
+    certificates.make(certificates.certificates_dir(settings, args.config_dir), {endpoint.pem: endpoint.covers(settings) for endpoint in wanted}, args.days)
     print("the next `kolla-salt deploy` serves " + ("them" if len(wanted) > 1 else "it")
           + ("" if certificates.enabled(settings) else " once globals.yml sets kolla_enable_tls_external: true"))
     return 0
@@ -642,12 +641,11 @@ def _certificate_status(args, settings):
     found = []
     for endpoint in certificates.enabled(settings):
         try:
-            _, expiry = certificates.check(folder, endpoint, endpoint.covers(settings))
+            path, _, expiry = certificates.checked(settings, args.config_dir, endpoint)
         except ValidationError as error:
             found.append({"file": str(folder / endpoint.pem), "problems": error.problems})
             continue
-        found.append({"file": str(folder / endpoint.pem), "valid_until": expiry.isoformat(),
-                      "renew": certificates.expiring(expiry)})
+        found.append({"file": str(path), "valid_until": expiry.isoformat(), "renew": certificates.expiring(expiry)})
     return found
 
 

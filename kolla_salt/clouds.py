@@ -12,9 +12,9 @@ CLOUD_NAME = "kolla-admin"
 
 def keystone_url(settings):
     """Where clients reach keystone: haproxy's VIP (over TLS with
-    kolla_enable_tls_internal), or the host's address without haproxy."""
-    protocol = "https" if settings["kolla_enable_tls_internal"] else "http"
-    return f"{protocol}://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
+    kolla_enable_tls_internal), or the host's address without haproxy (the host's
+    facts in `settings`: kolla_salt.inventory.host_facts)."""
+    return f"{settings['internal_protocol']}://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
 
 
 def public_keystone_url(settings):

@@ -695,12 +695,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             derived, found = registration_job(service, definition["register"], renderer.settings, passwords, host,
                                               f"{where}: register")
             problems.extend(found)
-            if trusting:
-                # It runs its own client as root, not kolla_start: it reads the CA where the
-                # folder of a container that trusts it is mounted (written before jobs run).
-                derived = {name: _trusting({**job, "config_from": trusting[0]},
-                                           f"{CONFIG_MOUNT}/{certificates.CA_FILE_NAME}")
-                           for name, job in derived.items()}
+            if trusting:   # it calls keystone: it gets the folder of a container that trusts the CA
+                derived = {name: {**job, "config_from": trusting[0]} for name, job in derived.items()}
             jobs.update(derived)
         # The volumes its jobs fill, on every host of the service (a run_once job runs
         # on one): a restore stops the services that write to the database on each host.
@@ -727,10 +723,13 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                        restart_policy="no")
             if config_from:
                 job["config_dir"] = os.path.join(settings["node_config_directory"], prefix + config_from)
-                # Started by kolla_start, it finds the CA where its container does (the
-                # registration's own client was told where it is above).
-                if config_from in trusting and not set(certificates.CA_VARIABLES) & set(job.get("environment") or {}):
-                    job = _trusting(job, certificates.CA_IN_CONTAINERS)
+                # In the folder of a container that trusts the CA: started by kolla_start, it
+                # finds the CA where its container does; a command of its own (the
+                # registration's client, as root) reads it in the mounted folder.
+                if config_from in trusting:
+                    started = (job.get("command") or [None])[0] == "kolla_start"
+                    job = _trusting(job, certificates.CA_IN_CONTAINERS if started
+                                    else f"{CONFIG_MOUNT}/{certificates.CA_FILE_NAME}")
             try:
                 ContainerSpec.from_dict(job, jwhere)
             except ValidationError as error:

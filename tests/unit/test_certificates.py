@@ -21,7 +21,7 @@ TLS = {"kolla_enable_tls_external": True, "kolla_external_vip_address": "127.0.0
 INTERNAL_TLS = {"kolla_enable_tls_internal": True, "kolla_copy_ca_into_containers": True}
 
 
-def made(folder, names=NAMES, days=30, pem=certificates.HAPROXY_PEM):
+def made(folder, names=NAMES, days=30, pem=certificates.EXTERNAL.pem):
     certificates.make(folder, {pem: names}, days, out=lambda m: None)
     return folder
 
@@ -37,7 +37,7 @@ def test_made_certificates_check_out_and_are_private(tmp_path):
     assert "PRIVATE KEY" in pem and pem.count("BEGIN CERTIFICATE") == 2   # its chain: itself, the CA
     assert 29 <= (expiry - datetime.datetime.now(datetime.timezone.utc)).days <= 30
     assert certificates.expiring(expiry)                                  # within 30 days: renew
-    for path in (certificates.HAPROXY_PEM, certificates.CA_CERT, certificates.CA_KEY):
+    for path in (certificates.EXTERNAL.pem, certificates.CA_CERT, certificates.CA_KEY):
         assert (tmp_path / path).stat().st_mode & 0o777 == 0o600
     ca = (tmp_path / certificates.CA_CERT).read_bytes()
     made(tmp_path)                                                        # a new certificate, the same CA
@@ -45,7 +45,7 @@ def test_made_certificates_check_out_and_are_private(tmp_path):
 
 
 def test_a_certificate_that_does_not_fit_is_refused_naming_the_file(tmp_path):
-    path = tmp_path / certificates.HAPROXY_PEM
+    path = tmp_path / certificates.EXTERNAL.pem
     assert f"{path}: no such file" in problems(tmp_path)
     made(tmp_path, names=["other.example.test"])
     assert (f"{path}: does not cover cloud.example.test, 127.0.0.11 (kolla_external_fqdn, "
@@ -55,7 +55,7 @@ def test_a_certificate_that_does_not_fit_is_refused_naming_the_file(tmp_path):
     assert f"{path}: valid from" in problems(tmp_path, now=later)
     # Another CA's certificate beside this CA, and a key of another certificate.
     other = made(tmp_path / "other")
-    shutil.copy(other / certificates.HAPROXY_PEM, path)
+    shutil.copy(other / certificates.EXTERNAL.pem, path)
     assert f"{path}: not signed by {tmp_path / certificates.CA_CERT}" in problems(tmp_path)
     blocks = certificates._pem_blocks(path.read_bytes())
     made(tmp_path)
@@ -78,7 +78,7 @@ def test_with_tls_haproxy_serves_the_certificate_on_the_external_vip_and_the_cat
     haproxy = next(s for s in kolla["services"] if s["name"] == "haproxy")["containers"][0]["files"]
     assert "bind 127.0.0.11:9292 ssl crt /etc/haproxy/certificates/haproxy.pem" in haproxy["haproxy.cfg"]
     assert "bind 127.0.0.10:9292\n" in haproxy["haproxy.cfg"]             # the internal VIP stays plain
-    assert haproxy["haproxy.pem"] == (tmp_path / "certificates" / certificates.HAPROXY_PEM).read_text()
+    assert haproxy["haproxy.pem"] == (tmp_path / "certificates" / certificates.EXTERNAL.pem).read_text()
     assert kolla["passwords"]["haproxy_external_pem"] == haproxy["haproxy.pem"]   # blanked out of output
     jobs = {j["name"]: j for s in kolla["services"] for j in s["jobs"]}
     glance = json.loads(jobs["glance_keystone_register"]["environment"]["KOLLA_REGISTRATION"])

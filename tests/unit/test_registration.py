@@ -10,7 +10,7 @@ from kolla_salt.spec import ContainerSpec
 from operator_files import write_secrets
 
 SETTINGS = {"api_interface_address": "127.0.0.1", "kolla_internal_fqdn": "127.0.0.10",
-            "kolla_enable_tls_internal": False, "keystone_public_port": 5000, "keystone_admin_user": "admin",
+            "internal_protocol": "http", "keystone_public_port": 5000, "keystone_admin_user": "admin",
             "keystone_admin_project": "admin", "openstack_region_name": "RegionOne", "container_name_prefix": "t-",
             "enable_keystone": True}
 PASSWORDS = {"keystone_admin_password": "admin-secret", "glance_keystone_password": "glance-secret"}
