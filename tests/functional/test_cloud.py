@@ -566,50 +566,6 @@ def test_a_new_service_password_registers_again_and_glance_follows(cloud, docker
     cloud.openstack("image", "list")    # glance validates tokens with its new password (fails otherwise)
 
 
-def test_a_release_upgrade_of_glance_and_placement_keeps_their_data_and_is_taken_back(cloud, docker_client,
-                                                                                     built_images, tmp_path):
-    """2026.1 -> 2026.2 (glance 32 -> 33, placement 15 -> 16): db_sync on the new image, swap,
-    the image file and the resource provider still there; registration has nothing to redo.
-    Then `rollback --release 2026.1` on this one host: the data as at the upgrade's backup."""
-    built_images("--release", NEXT, "toolbox", "glance", "placement")
-    data = os.urandom(64 * 1024)
-    (tmp_path / "before.img").write_bytes(data)
-    image_id = cloud.openstack("image", "create", "--file", str(tmp_path / "before.img"), "--disk-format", "raw",
-                               "--container-format", "bare", "kst-before-upgrade", "-c", "id").strip()
-    provider = cloud.openstack("resource", "provider", "create", "kst-before-upgrade", "-c", "uuid").strip()
-    generations = {c: int(docker_client.containers.get(cloud.name(c)).labels["kolla.generation"])
-                   for c in ("glance_api", "placement_api")}
-    out = cloud.run("upgrade", "--services", "glance,placement", "--release", NEXT).stdout
-    for container, generation in generations.items():
-        assert f"{cloud.name(container)} recreated, generation {generation + 1} is healthy" in out, out
-        assert docker_client.containers.get(cloud.name(container)).image.labels["kolla.release"] == NEXT
-    assert "keystone_register" not in out     # same declaration, same toolbox content: nothing to do
-    # Before the migrations, the database was backed up (kolla-salt mariadb-backup --list).
-    assert f"before the upgrade to {NEXT}" in cloud.run("mariadb-backup", "--list").stdout.splitlines()[-1]
-    cloud.openstack("image", "save", "--file", str(tmp_path / "after.img"), image_id, values=False)
-    assert (tmp_path / "after.img").read_bytes() == data
-    assert cloud.openstack("resource", "provider", "show", provider, "-c", "name").strip() == "kst-before-upgrade"
-    assert " 0 changed, 0 failed" in cloud.run("deploy", "--test").stdout   # pinned in pins.yml: nothing left
-
-    # And back on one host: `rollback --release` restores that backup (what was written
-    # since is gone, what was there before is back) and glance's and placement's
-    # generations from before, with their pins gone. (The whole cloud's upgrade later
-    # in this module then starts from the default release everywhere, and its own
-    # backup is the one its rollback restores.)
-    cloud.openstack("resource", "provider", "delete", provider, values=False)
-    cloud.openstack("resource", "provider", "create", "kst-after-upgrade")
-    default = default_settings()["openstack_release"]
-    out = cloud.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
-    assert f"the cloud runs {default} with the database of backup" in out, out
-    for container in generations:
-        assert docker_client.containers.get(cloud.name(container)).image.labels["kolla.release"] == default
-    cloud.openstack("image", "save", "--file", str(tmp_path / "back.img"), image_id, values=False)
-    assert (tmp_path / "back.img").read_bytes() == data
-    providers = cloud.openstack("resource", "provider", "list", "-c", "name").split()
-    assert "kst-before-upgrade" in providers and "kst-after-upgrade" not in providers
-    assert " 0 changed, 0 failed" in cloud.run("deploy", "--test").stdout
-
-
 def test_a_compute_upgrade_ahead_of_novas_control_services_is_refused_and_nothing_changes(cloud, docker_client):
     """nova's rule: computes at most one release behind its control services, never
     ahead (a newer nova-compute's objects are refused by the conductor: no server
@@ -967,7 +923,9 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     service's next version from PyPI, its schema migrations) with a server running,
     while users ask keystone, nova, neutron and glance through the VIP (a request every
     100 ms each) and a host on the server's network pings it: no request fails, the
-    server's qemu keeps its PID. Afterwards every API runs NEXT, a new server boots and
+    server's qemu keeps its PID. Keystone's schema is expanded before its new generation
+    serves and contracted after; an image's bytes and a resource provider made before
+    are there after. Afterwards every API runs NEXT, a new server boots and
     the old one stops and starts again, `deploy --test` predicts no change; a rollback of
     nova-compute to the release before is refused (nova recorded the newer service
     version), naming why, and changes nothing."""
@@ -979,6 +937,12 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     pinged = {"id": running["id"], "address": running["addresses"]["kst-servers"][0]}
     wait_until_it_answers(env, pinged, 180)
     qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
+    # Data of glance's store and placement's database, checked after the upgrade and
+    # after its rollback (the test after tempest).
+    (env.root / "kept.img").write_bytes(os.urandom(64 * 1024))
+    env.openstack("image", "create", "--file", str(env.root / "kept.img"), "--disk-format", "raw",
+                  "--container-format", "bare", "kst-before-release-upgrade", values=False)
+    env.openstack("resource", "provider", "create", "kst-before-release-upgrade", values=False)
     probes = api_probes(env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"], VIP)
     probers = {name: Prober(probe, 0.1, limit=20000) for name, probe in probes.items()}
     answered = [0]
@@ -1011,6 +975,11 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     backup = env.run("mariadb-backup", "--list").stdout.splitlines()[-1]   # taken while the probes asked
     print(f"the backup before its migrations: {backup}")
     assert f"before the upgrade to {NEXT}" in backup
+    # Keystone's rolling-upgrade order: its schema expanded while the old generation
+    # serves, contracted once the new one does.
+    assert out.index(f"job {env.name('keystone_db_expand')} succeeded") < out.index(f"{env.name('keystone')} recreated") \
+        < out.index(f"job {env.name('keystone_db_contract')} succeeded"), out
+    assert_data_kept(env, "kst-before-release-upgrade")
 
     # The new nova-compute tells placement about its host (traits the new scheduler asks
     # for, OWNER_NOVA) in its start's first resource update. Its swap, and with it the
@@ -1040,6 +1009,13 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     env.openstack("server", "delete", "--wait", "kst-on-next", values=False)
 
 
+def assert_data_kept(env, name):
+    """The image uploaded as `name` downloads identical; the resource provider `name` is there."""
+    env.openstack("image", "save", "--file", str(env.root / "saved.img"), name, values=False)
+    assert (env.root / "saved.img").read_bytes() == (env.root / "kept.img").read_bytes()
+    assert env.openstack("resource", "provider", "list", "--name", name, "-c", "name").strip() == name
+
+
 def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
     """OpenStack's own acceptance tests, tempest's API smoke tests of compute and
     network (tests/tempest.py), against this cloud once it runs the next release (the
@@ -1067,17 +1043,20 @@ def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
 
 def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_servers_run_on(cloud, docker_client,
                                                                                           server):
-    """After the release upgrade (and tempest on NEXT): `rollback --release` to the
-    default release restores the whole-cloud upgrade's backup (glance's and
-    placement's own upgrade was taken back before it, so every container ran the
-    default release then) and puts every container back at the default release. It
-    first names the servers made since the backup (deleted here before it goes on).
-    What was written since is gone (a project made on NEXT, tempest's leftovers); the
+    """After the release upgrade (and tempest on NEXT): `rollback --release NEXT` is
+    refused (nothing runs a newer release); `rollback --release` to the default release
+    restores the whole-cloud upgrade's backup and puts every container back at the
+    default release. It first names the servers made since the backup (deleted here
+    before it goes on). What was there before the upgrade is there (the image's bytes,
+    the resource provider); what was written since is gone (a project made on NEXT,
+    tempest's leftovers); the
     server the upgrade test made before its upgrade is still ACTIVE, its qemu the same
     process, answering on its network (the test host of the `server` fixture); a new
     server boots; the next deploy changes nothing."""
     env = cloud
     default = default_settings()["openstack_release"]
+    refused = env.run("rollback", "--release", NEXT, "--yes-i-really-mean-it", check=False)
+    assert refused.returncode == 2 and f"nothing runs a release newer than {NEXT}" in refused.stderr, refused.stderr
     expected = env.run("mariadb-backup", "--list").stdout.splitlines()[-1].split()[0]   # the upgrade's
     running = json.loads(env.openstack("server", "show", "kst-release", "-f", "json", values=False))
     qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
@@ -1096,6 +1075,7 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
           + "\n".join(out.splitlines()[-3:]))
     assert f"the cloud runs {default} with the database of backup {expected}" in out, out
+    assert_data_kept(env, "kst-before-release-upgrade")
     for container in docker_client.containers.list(filters={"name": env.prefix}):
         assert container.image.labels.get("kolla.release") in (None, default), container.name
     assert "kst-on-next" not in env.openstack("project", "list", "-c", "Name").split()
