@@ -2,7 +2,7 @@
 """How long a hung service stays down with the health loop running (goal: 10 s).
 
 Starts the all-in-one health daemon (kolla_salt.healthloop) with the default
-settings (pillar/defaults/globals.yml) for containers of its own
+settings (`kolla-salt settings`) for containers of its own
 (`kshealthbench<random>-`), freezes the service inside a container (SIGSTOP
 to its processes: alive, check failing, Docker does nothing) and measures,
 from the freeze: the beacon's `unhealthy` event, the reactor's `restarted`

@@ -16,7 +16,7 @@ from . import healthloop, paths, safeyaml
 from .errors import KollaError, NoEarlierGeneration, ValidationError
 from .build import from_registry
 from .private import write_private
-from .inventory import in_set, service_specs
+from .inventory import in_set, service_specs, wanted_passwords
 
 EXIT_INVALID = 2
 
@@ -60,7 +60,7 @@ def _split(text):
 # -- commands --------------------------------------------------------------------------
 def cmd_genpwd(args):
     """Fills missing passwords, keeps existing ones; the file is mode 0600."""
-    wanted = safeyaml.load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
+    wanted = wanted_passwords()
     path = Path(args.config_dir) / "passwords.yml"
     current = safeyaml.load(path.read_text()) if path.exists() else {}
     current = current or {}
@@ -161,8 +161,23 @@ def cmd_releases(args):
             continue
         types = [t for t in ("binary", "source") if release.get(t)]
         versions = ", ".join(f"{p} {v}" for p, v in (release.get("source") or {}).items())
-        proven = "\twhole cloud" if release.get("cloud") else "\tkeystone only"
+        proven = "\twhole cloud" if release.get("cloud") else "\tnot the whole cloud"
         print(f"{name}\t{release['series']}\t{'/'.join(types)}\t{versions}{proven if args.all else ''}")
+
+
+def cmd_settings(args):
+    """Every setting globals.yml may hold, its default and the file that declares it
+    (a service's own settings are in its folder); with the operator's value where
+    globals.yml sets one."""
+    from .inventory import declared_settings
+    defaults, origin = declared_settings()
+    path = Path(args.config_dir) / "globals.yml"
+    operator = (safeyaml.load(path.read_text()) if path.exists() else None) or {}
+    for key, default in defaults.items():
+        shown = json.dumps(default)
+        if key in operator and operator[key] != default:
+            shown += f" (globals.yml: {json.dumps(operator[key])})"
+        print(f"{key}: {shown}\t{Path(origin[key]).relative_to(paths.REPO)}")
 
 
 def cmd_build(args):
@@ -1413,6 +1428,8 @@ def build_parser():
     p = add("releases", cmd_releases, "list the OpenStack releases whose whole cloud kolla-salt's tests prove, "
                                       "oldest first")
     p.add_argument("--all", action="store_true", help="every release kolla-salt can build, and what is proven of it")
+    add("settings", cmd_settings, "list every setting of globals.yml with its default, the file that "
+                                  "declares it and the operator's value")
     p = add("status", cmd_status, "show the container-set tree with state, health, image, generation")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p = add("logs", cmd_logs, "show a container's logs (service log files: <kolla_log_directory>/<service>/)")

@@ -1,7 +1,7 @@
 """From the operator's files to the pillar every host converges to.
 
-    pillar/defaults/globals.yml   + /etc/kolla-salt/globals.yml    -> settings
-    pillar/defaults/passwords.yml + /etc/kolla-salt/passwords.yml  -> passwords
+    pillar/defaults/globals.yml + <service>/settings.yml + /etc/kolla-salt/globals.yml -> settings
+    <service>/settings.yml (passwords)                  + /etc/kolla-salt/passwords.yml   -> passwords
     salt/states/kolla/tree.yaml                                    -> order
     salt/states/kolla/<service>/defaults.yaml (jinja over settings) -> containers, jobs
     salt/states/kolla/<service>/templates/*.j2 + config/<service>/* -> config files
@@ -117,9 +117,65 @@ VALUE_RULES = [
 ]
 
 
+def service_declarations(problems):
+    """[(path, its content)] of every service folder's settings.yml: the globals.yml keys
+    the service reads with their defaults (`settings`), the passwords.yml keys it needs
+    (`passwords`)."""
+    found = []
+    for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
+        declared = _read_yaml(path, problems)
+        unknown = sorted(set(declared) - {"settings", "passwords"})
+        if unknown:
+            problems.append(f"{path}: unknown keys {', '.join(unknown)} (settings, passwords)")
+        if not isinstance(declared.get("settings", {}), dict):
+            problems.append(f"{path}: key 'settings' must be a mapping of globals.yml keys to their defaults")
+        elif not isinstance(declared.get("passwords", []), list) \
+                or not all(isinstance(k, str) for k in declared.get("passwords", [])):
+            problems.append(f"{path}: key 'passwords' must be a list of passwords.yml keys")
+        else:
+            found.append((path, declared))
+    return found
+
+
+def _composed(problems, general, part):
+    """({key: value}, {key: the file that declares it}) of the general file `general`
+    and every service's `part`: a key declared in two files is a problem naming both."""
+    composed = _read_yaml(general, problems) if general else {}
+    origin = dict.fromkeys(composed, general)
+    for path, declared in service_declarations(problems):
+        entries = declared.get(part) or {}
+        for key in entries:
+            if key in origin:
+                problems.append(f"{path}: key '{part}.{key}' is declared in {origin[key]} too")
+            origin[key] = path
+            composed[key] = entries[key] if isinstance(entries, dict) else None
+    return composed, origin
+
+
+def _checked(compose, problems):
+    """compose(problems), raising what it found when the caller keeps no list."""
+    found = [] if problems is None else problems
+    composed = compose(found)
+    if problems is None and found:
+        raise ValidationError(found)
+    return composed
+
+
+def declared_settings(problems=None):
+    """({setting: its default}, {setting: the file that declares it}):
+    pillar/defaults/globals.yml (the settings of no one service) and each service
+    folder's settings.yml."""
+    return _checked(lambda found: _composed(found, paths.DEFAULTS_DIR / "globals.yml", "settings"), problems)
+
+
 def default_settings(problems=None):
-    """pillar/defaults/globals.yml: every setting with its default."""
-    return _read_yaml(paths.DEFAULTS_DIR / "globals.yml", [] if problems is None else problems)
+    """Every setting with its default."""
+    return declared_settings(problems)[0]
+
+
+def wanted_passwords(problems=None):
+    """Every passwords.yml key a service folder's settings.yml declares."""
+    return list(_checked(lambda found: _composed(found, None, "passwords"), problems)[0])
 
 
 ROLES = ("control", "compute", "network", "storage")
@@ -243,7 +299,7 @@ def load_passwords(config_dir, notes=None):
     (kolla-genpwd writes 0640), the file is made 0600 if this user owns it and nobody
     else may write it (a note in `notes` says so); otherwise it is refused."""
     problems = []
-    wanted = _read_yaml(paths.DEFAULTS_DIR / "passwords.yml", problems)
+    wanted = wanted_passwords(problems)
     path = Path(config_dir) / "passwords.yml"
     if not path.exists():
         raise ValidationError([f"{path}: missing; run `kolla-salt genpwd` to create it"])
@@ -415,8 +471,7 @@ def enabled_definitions(settings):
     """(top-level set, service, its folder's definition) of every enabled service, in
     tree order, rendered without a host and without secrets (what depends on neither:
     where it runs, its images), so no passwords.yml is needed."""
-    wanted = safeyaml.load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
-    placeholders = {key: "unused" for key in wanted}
+    placeholders = {key: "unused" for key in wanted_passwords()}
     renderer = ServiceRenderer(settings, {**placeholders, **derived_passwords(placeholders)},
                                host_facts(settings, "0.0.0.0"))
     return [(top, service, renderer.definition(service)) for top, service in service_order()
@@ -923,7 +978,7 @@ def registration_job(service, block, settings, passwords, host, where):
         problems.append(f"{where}.user.roles: expected a list of role names, got {roles!r}")
     if isinstance(password_key, str) and password_key.strip() and password_key not in passwords:
         problems.append(f"{where}.user.password: '{password_key}' is not a key of passwords.yml "
-                        "(declare it in pillar/defaults/passwords.yml)")
+                        f"(declare it in salt/states/kolla/{service}/settings.yml: passwords)")
     if not settings.get("enable_keystone", False):
         problems.append(f"{where}: {service} registers with keystone, but globals.yml key "
                         "'enable_keystone' is false")

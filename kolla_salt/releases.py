@@ -1,11 +1,28 @@
-"""The table of known OpenStack releases (pillar/defaults/releases.yml)."""
+"""The table of known OpenStack releases (pillar/defaults/releases.yml), with the
+versions and library pins of each image folder (images/<image>/image.yml)."""
 
 from . import paths, safeyaml
+from .errors import ValidationError
 
 
 def load_releases():
-    """{release: {series, binary, source: {project: version}, constraints: [pip specifier]}}, oldest first."""
-    return safeyaml.load((paths.DEFAULTS_DIR / "releases.yml").read_text())
+    """{release: {series, binary, source: {project: version}, libraries: {project:
+    [pip specifier]}, constraints: [pip specifier]}}, oldest first. A release an image
+    names that the table does not know is an error naming the image's file."""
+    releases = safeyaml.load((paths.DEFAULTS_DIR / "releases.yml").read_text())
+    problems = []
+    for path in sorted(paths.IMAGES_DIR.glob("*/image.yml")):
+        meta = safeyaml.load(path.read_text()) or {}
+        for part, key in (("versions", "source"), ("libraries", "libraries")):
+            for release, value in (meta.get(part) or {}).items():
+                if release not in releases:
+                    problems.append(f"{path}: key '{part}.{release}' is not a release of "
+                                    f"pillar/defaults/releases.yml ({', '.join(releases)})")
+                else:
+                    releases[release].setdefault(key, {})[path.parent.name] = value
+    if problems:
+        raise ValidationError(problems)
+    return releases
 
 
 def series(releases, name):

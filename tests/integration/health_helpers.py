@@ -99,11 +99,8 @@ STANDALONE = {
 def deployed_check(service):
     """The healthcheck of the service's own definition (salt/states/kolla/<service>/defaults.yaml),
     rendered as a deploy renders it (placeholder passwords: only the check is read)."""
-    import yaml
-
-    from kolla_salt import paths
-    from kolla_salt.inventory import ServiceRenderer, default_settings, host_facts
-    passwords = {key: "test" for key in yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())}
+    from kolla_salt.inventory import ServiceRenderer, default_settings, host_facts, wanted_passwords
+    passwords = {key: "test" for key in wanted_passwords()}
     settings = default_settings()
     renderer = ServiceRenderer(settings, passwords, host_facts(settings, "127.0.0.1"))
     return renderer.definition(service)["containers"][service]["healthcheck"]

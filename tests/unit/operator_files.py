@@ -2,11 +2,12 @@
 (every wanted key, mode 0600) and the key repositories `kolla-salt genpwd` makes."""
 import yaml
 
-from kolla_salt import keys, paths
+from kolla_salt import keys
+from kolla_salt.inventory import wanted_passwords
 
 
 def write_secrets(folder, value=lambda key: f"pw-{key}"):
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text()) or {}
+    wanted = wanted_passwords()
     path = folder / "passwords.yml"
     path.write_text(yaml.safe_dump({k: value(k) for k in wanted}))
     path.chmod(0o600)

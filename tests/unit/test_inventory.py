@@ -5,7 +5,7 @@ import yaml
 
 from kolla_salt import paths
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar, load_passwords, load_settings
+from kolla_salt.inventory import build_pillar, load_passwords, load_settings, wanted_passwords
 from operator_files import write_secrets
 
 
@@ -95,7 +95,7 @@ def test_passwords_must_be_private_and_complete(tmp_path):
 
 def test_a_readable_passwords_file_is_made_private(tmp_path):
     """kolla-genpwd writes 0640: readable by the group, writable by the owner only."""
-    wanted = yaml.safe_load((paths.DEFAULTS_DIR / "passwords.yml").read_text())
+    wanted = wanted_passwords()
     path = write(tmp_path, "passwords.yml", {**{k: f"pw-{k}" for k in wanted},
                                              "keystone_ssh_key": {"private_key": "k", "public_key": "p"}},
                  mode=0o640)
@@ -284,3 +284,31 @@ def test_novas_online_data_migrations_wait_for_every_service_and_the_walk_knows_
     assert [j["name"] for j in nova["final_jobs"]] == ["nova_online_data_migrations"]
     assert "nova_online_data_migrations" not in [j["name"] for j in nova["jobs"] + nova["post_jobs"]]
     assert {step["service"] for step in placement(tmp_path) if step["final"]} == {"nova"}
+
+
+def test_a_services_settings_come_from_its_folder_and_one_declared_twice_is_refused(tmp_path, monkeypatch):
+    """Each service folder's settings.yml declares its globals.yml keys and passwords;
+    `kolla-salt settings` says which file declares each, and what globals.yml sets. A
+    key that two folders declare is refused naming both files."""
+    import subprocess
+    import sys
+    from kolla_salt.inventory import default_settings
+    keystone = paths.SERVICES_DIR / "keystone" / "settings.yml"
+    write(tmp_path, "globals.yml", {"keystone_public_port": 15000})
+    listed = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "--config-dir", str(tmp_path), "settings"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    assert "keystone_public_port: 5000 (globals.yml: 15000)\tsalt/states/kolla/keystone/settings.yml" in listed
+    assert "openstack_release: \"2026.1\"\tpillar/defaults/globals.yml" in listed
+    assert len(listed) == len(default_settings())
+    assert {"keystone_admin_password", "database_password"} <= set(wanted_passwords())
+
+    services = tmp_path / "services"
+    for name in ("keystone", "memo"):
+        (services / name).mkdir(parents=True)
+    (services / "keystone" / "settings.yml").write_text(keystone.read_text())
+    (services / "memo" / "settings.yml").write_text("settings:\n  keystone_public_port: 6000\n")
+    monkeypatch.setattr(paths, "SERVICES_DIR", services)
+    with pytest.raises(ValidationError) as refused:
+        default_settings()
+    assert refused.value.problems == [f"{services / 'memo' / 'settings.yml'}: key 'settings.keystone_public_port' "
+                                      f"is declared in {services / 'keystone' / 'settings.yml'} too"]

@@ -102,5 +102,23 @@ def test_releases_lists_those_whose_whole_cloud_is_proven_and_all_says_what_is_p
     every = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "releases", "--all"], capture_output=True,
                            text=True, check=True).stdout.splitlines()
     assert [line.split("\t")[0] for line in every] == list(releases)
-    assert all(line.endswith("whole cloud" if releases[line.split("\t")[0]].get("cloud") else "keystone only")
+    assert all(line.endswith("whole cloud" if releases[line.split("\t")[0]].get("cloud") else "not the whole cloud")
                for line in every), every
+
+
+def test_an_images_versions_make_its_releases_source_versions_and_an_unknown_release_is_refused(tmp_path,
+                                                                                                monkeypatch):
+    """A release's source versions are its image folders' (image.yml `versions`); an
+    image that names a release the table does not know is refused naming its file."""
+    from kolla_salt import paths
+    from kolla_salt.errors import ValidationError
+    releases = load_releases()
+    assert releases["2026.1"]["source"]["keystone"] == "29.0.0" and "source" not in releases["zed"]
+    assert releases["2025.1"]["libraries"] == {"neutron": ["neutron-lib<4"]}
+    (tmp_path / "memo").mkdir()
+    (tmp_path / "memo" / "image.yml").write_text('parent: base\nversions: {"2026.1": "1.0", "2031.1": "9.0"}\n')
+    monkeypatch.setattr(paths, "IMAGES_DIR", tmp_path)
+    with pytest.raises(ValidationError) as refused:
+        load_releases()
+    assert refused.value.problems == [f"{tmp_path / 'memo' / 'image.yml'}: key 'versions.2031.1' is not a release "
+                                      f"of pillar/defaults/releases.yml ({', '.join(releases)})"]
