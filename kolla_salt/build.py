@@ -39,15 +39,28 @@ class ImageDef:
     parent: str | None  # None: the rootfs image
     # image.yml `install_types`: what its Dockerfile can build (glance and placement: source only)
     install_types: tuple = INSTALL_TYPES
+    # image.yml `user`: the service's user {name, uid, home} (images/macros.j2 service_user)
+    user: dict | None = None
 
 
 def discover(images_dir=paths.IMAGES_DIR):
-    images = {}
+    """The image folders; a uid that two images give different users is an error
+    naming both files (a volume one image's user owns would be another's)."""
+    images, owners, problems = {}, {}, []
     for folder in sorted(p for p in images_dir.iterdir() if (p / "Dockerfile.j2").is_file()):
         meta_file = folder / "image.yml"
         meta = (safeyaml.load(meta_file.read_text()) if meta_file.exists() else {}) or {}
+        user = meta.get("user")
+        if user is not None:
+            if not isinstance(user, dict) or set(user) != {"name", "uid", "home"}:
+                problems.append(f"{meta_file}: key 'user' must be {{name, uid, home}}, got {user!r}")
+            elif owners.setdefault(user["uid"], (user["name"], meta_file))[0] != user["name"]:
+                problems.append(f"{meta_file}: key 'user.uid' {user['uid']} is the uid of user "
+                                f"{owners[user['uid']][0]} in {owners[user['uid']][1]}")
         images[folder.name] = ImageDef(folder.name, folder, meta.get("parent"),
-                                       tuple(meta.get("install_types", INSTALL_TYPES)))
+                                       tuple(meta.get("install_types", INSTALL_TYPES)), user)
+    if problems:
+        raise ValidationError(problems)
     return images
 
 
@@ -194,8 +207,8 @@ class Builder:
         """The Dockerfile of `name`, FROM its parent's image id: a name would make
         the same content under two tags look different (see build_hash)."""
         ctx = dict(self.settings)
-        ctx.update(image_name=name, parent_image=parent_id, ca_bundle=self._ca_bundle() is not None,
-                   ca_bundle_name=CA_BUNDLE_NAME)
+        ctx.update(image_name=name, image_user=self.images[name].user, parent_image=parent_id,
+                   ca_bundle=self._ca_bundle() is not None, ca_bundle_name=CA_BUNDLE_NAME)
         return self.env.get_template(f"{name}/Dockerfile.j2").render(**ctx)
 
     def _ca_bundle(self):

@@ -2,7 +2,7 @@
 
     pillar/defaults/globals.yml + <service>/settings.yml + /etc/kolla-salt/globals.yml -> settings
     <service>/settings.yml (passwords)                  + /etc/kolla-salt/passwords.yml   -> passwords
-    salt/states/kolla/tree.yaml                                    -> order
+    salt/states/kolla/tree.yaml + <service>/settings.yml (set)    -> order
     salt/states/kolla/<service>/defaults.yaml (jinja over settings) -> containers, jobs
     salt/states/kolla/<service>/templates/*.j2 + config/<service>/* -> config files
 
@@ -117,16 +117,20 @@ VALUE_RULES = [
 ]
 
 
+DECLARATION_KEYS = ("set", "after", "settings", "passwords")
+
+
 def service_declarations(problems):
-    """[(path, its content)] of every service folder's settings.yml: the globals.yml keys
-    the service reads with their defaults (`settings`), the passwords.yml keys it needs
-    (`passwords`)."""
+    """[(path, its content)] of every service folder's settings.yml: its place in the
+    container-set tree (`set`, and `after`: the services of its set it comes after),
+    the globals.yml keys the service reads with their defaults (`settings`), the
+    passwords.yml keys it needs (`passwords`)."""
     found = []
     for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
         declared = _read_yaml(path, problems)
-        unknown = sorted(set(declared) - {"settings", "passwords"})
+        unknown = sorted(set(declared) - set(DECLARATION_KEYS))
         if unknown:
-            problems.append(f"{path}: unknown keys {', '.join(unknown)} (settings, passwords)")
+            problems.append(f"{path}: unknown keys {', '.join(unknown)} ({', '.join(DECLARATION_KEYS)})")
         if not isinstance(declared.get("settings", {}), dict):
             problems.append(f"{path}: key 'settings' must be a mapping of globals.yml keys to their defaults")
         elif not isinstance(declared.get("passwords", []), list) \
@@ -341,13 +345,47 @@ def load_tree():
     return [(entry["name"], entry["services"]) for entry in tree_entries()]
 
 
-TREE_KEYS = ("name", "services", "after", "parallel")
+TREE_KEYS = ("name", "after", "parallel")
+
+
+def set_members(names, problems):
+    """{set: its services in order}: each service folder's settings.yml names its `set`
+    (one of `names`) and the services of that set it comes `after`; the others of a set
+    keep the order of their names."""
+    problems.extend(f"{folder / 'settings.yml'}: missing: a service's folder names its set there"
+                    for folder in sorted(d.parent for d in paths.SERVICES_DIR.glob("*/defaults.yaml"))
+                    if not (folder / "settings.yml").exists())
+    declared = {}
+    for path, declaration in service_declarations(problems):
+        service, top, after = path.parent.name, declaration.get("set"), declaration.get("after", [])
+        if top not in names:
+            problems.append(f"{path}: key 'set' must name a set of tree.yaml ({', '.join(names)}), got {top!r}")
+        elif not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+            problems.append(f"{path}: key 'after' must be a list of services of its set, got {after!r}")
+        else:
+            declared[service] = (path, top, after)
+    members = {name: [] for name in names}
+    for top in names:
+        waiting = {service: set(after) for service, (_, in_set, after) in declared.items() if in_set == top}
+        for service, after in waiting.items():
+            problems.extend(f"{declared[service][0]}: key 'after': '{a}' is not a service of set {top} "
+                            f"({', '.join(sorted(waiting))})" for a in sorted(after - set(waiting)))
+            after &= set(waiting)
+        while waiting:
+            ready = sorted(service for service, after in waiting.items() if not after & set(waiting))
+            if not ready:
+                problems.append(f"{top}: the services' `after` make a cycle: {', '.join(sorted(waiting))}")
+                break
+            members[top].append(ready[0])
+            del waiting[ready[0]]
+    return members
 
 
 def tree_entries():
-    """tree.yaml's sets in deploy order, each {name, services, after (the sets it
-    starts after: those it names, else the one before it), parallel}, validated: a set
-    starts only after sets before it, so the tree's order stays one a walk may keep."""
+    """tree.yaml's sets in deploy order, each {name, services (those whose folder
+    names the set), after (the sets it starts after: those it names, else the one
+    before it), parallel}, validated: a set starts only after sets before it, so the
+    tree's order stays one a walk may keep."""
     problems = []
     where = paths.SERVICES_DIR / "tree.yaml"
     entries, seen = [], []
@@ -364,12 +402,12 @@ def tree_entries():
             after = []
         problems.extend(f"{where}: {name}.after: '{a}' is not a set before it (sets before it: "
                         f"{', '.join(seen) or 'none'})" for a in after if a not in seen)
-        entries.append({"name": name, "services": list(raw.get("services") or []), "after": after,
-                        "parallel": bool(raw.get("parallel"))})
+        entries.append({"name": name, "after": after, "parallel": bool(raw.get("parallel"))})
         seen.append(name)
+    members = set_members(seen, problems)
     if problems:
         raise ValidationError(problems)
-    return entries
+    return [{**entry, "services": members[entry["name"]]} for entry in entries]
 
 
 def waits(here):

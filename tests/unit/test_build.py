@@ -51,3 +51,22 @@ def test_an_image_is_built_only_as_the_install_types_its_folder_names():
     builder.images, builder.settings = discover(), {"kolla_install_type": "binary"}
     with pytest.raises(ValidationError, match="images/glance/image.yml: the glance image is built only as source"):
         builder.build(["glance"])
+
+
+def test_an_images_user_comes_from_its_folder_and_a_uid_of_two_users_is_refused(tmp_path):
+    """image.yml `user` makes the service user of its Dockerfile (the uid a volume's
+    files keep across images and releases); a uid another image gives another user
+    is refused naming both files."""
+    images = tmp_path / "images"
+    shutil.copytree(paths.IMAGES_DIR, images)
+    from kolla_salt.inventory import settings_for_release
+    settings = settings_for_release(default_settings(), default_settings()["openstack_release"])
+    builder = Builder(client=None, settings=settings, images_dir=images)
+    assert "useradd --system --uid 42425 --gid keystone --home-dir /var/lib/keystone" in builder.render(
+        "keystone", "sha256:0")
+    (images / "memcached" / "image.yml").write_text(
+        "parent: base\nuser: {name: memo, uid: 42425, home: /var/lib/memo}\n")
+    with pytest.raises(ValidationError) as refused:
+        discover(images)
+    assert refused.value.problems == [f"{images / 'memcached' / 'image.yml'}: key 'user.uid' 42425 is the uid of "
+                                      f"user keystone in {images / 'keystone' / 'image.yml'}"]

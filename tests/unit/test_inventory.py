@@ -244,19 +244,47 @@ def test_a_set_waits_for_the_sets_it_is_after_and_a_parallel_sets_services_for_n
 @pytest.mark.parametrize("control, problem", [
     ({"after": ["compute"]}, "control.after: 'compute' is not a set before it (sets before it: common)"),
     ({"after": "common"}, "control.after: expected a list of set names, got a string"),
-    ({"afer": ["common"]}, "control.afer: not a key of a set (keys: name, services, after, parallel)"),
+    ({"afer": ["common"]}, "control.afer: not a key of a set (keys: name, after, parallel)"),
 ])
 def test_a_tree_whose_set_starts_after_a_later_or_unknown_set_is_refused(tmp_path, monkeypatch, control, problem):
     """A set may start only after sets before it: the tree's order stays one that a
     master's walk and every upgrade keep. A misspelt key is not taken for no key."""
     from kolla_salt.inventory import load_tree
-    (tmp_path / "tree.yaml").write_text(yaml.safe_dump([
-        {"name": "common", "services": ["cron"]}, {"name": "control", "services": ["keystone"], **control},
-        {"name": "compute", "services": ["nova_compute"]}]))
+    (tmp_path / "tree.yaml").write_text(yaml.safe_dump([{"name": "common"}, {"name": "control", **control},
+                                                        {"name": "compute"}]))
     monkeypatch.setattr(paths, "SERVICES_DIR", tmp_path)
     with pytest.raises(ValidationError) as raised:
         load_tree()
     assert raised.value.problems == [f"{tmp_path / 'tree.yaml'}: {problem}"]
+
+
+@pytest.mark.parametrize("declarations, order, problem", [
+    ({"b": {"set": "control"}, "a": {"set": "control", "after": ["b"]}, "c": {"set": "control"}},
+     ["b", "a", "c"], None),
+    ({"a": {"set": "contrl"}}, [], "a/settings.yml: key 'set' must name a set of tree.yaml (common, control), "
+                                  "got 'contrl'"),
+    ({"a": {"set": "control", "after": ["cron"]}, "cron": {"set": "common"}}, ["a"],
+     "a/settings.yml: key 'after': 'cron' is not a service of set control (a)"),
+    ({"a": {"set": "control", "after": ["b"]}, "b": {"set": "control", "after": ["a"]}}, [],
+     "control: the services' `after` make a cycle: a, b"),
+])
+def test_a_services_folder_names_its_set_and_what_it_comes_after(tmp_path, monkeypatch, declarations, order,
+                                                                  problem):
+    """Each folder's settings.yml places its service in a set of tree.yaml, after the
+    services of that set it names (the others by name): a service is its folder. An
+    unknown set, an `after` outside the set or a cycle is refused naming the file."""
+    from kolla_salt.inventory import load_tree
+    (tmp_path / "tree.yaml").write_text(yaml.safe_dump([{"name": "common"}, {"name": "control"}]))
+    for service, declared in declarations.items():
+        (tmp_path / service).mkdir()
+        (tmp_path / service / "settings.yml").write_text(yaml.safe_dump(declared))
+    monkeypatch.setattr(paths, "SERVICES_DIR", tmp_path)
+    if problem is None:
+        assert dict(load_tree())["control"] == order
+        return
+    with pytest.raises(ValidationError) as raised:
+        load_tree()
+    assert [p.replace(f"{tmp_path}/", "") for p in raised.value.problems] == [problem]
 
 
 def test_what_a_restore_forgets_is_asked_where_the_database_is_even_without_nova(tmp_path):
