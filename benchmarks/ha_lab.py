@@ -75,7 +75,7 @@ def main():
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from kolla_salt.build import image_ref, push
-    from kolla_salt.inventory import load_settings
+    from kolla_salt.settings import load_settings
     from kolla_salt.lab import Lab
     lab = Lab(LAB, 3)
     local = docker.from_env()

@@ -31,7 +31,7 @@ from common import KOLLA
 
 from kolla_salt import healthloop
 from kolla_salt.hostsignals import process_table
-from kolla_salt.inventory import load_settings
+from kolla_salt.settings import load_settings
 
 GOAL_CORES, GOAL_CONVERGE = 0.1, 2.0
 TICKS = os.sysconf("SC_CLK_TCK")

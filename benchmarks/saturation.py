@@ -36,7 +36,7 @@ from cloud import throwaway_cloud
 from common import KOLLA
 from probes import BackendWatch, api_probes, capacity, load
 
-from kolla_salt.inventory import load_settings
+from kolla_salt.settings import load_settings
 from kolla_salt.releases import load_releases
 
 

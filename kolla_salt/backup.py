@@ -123,7 +123,7 @@ def take_here(client, pillar, config_dir, why, database=None, incremental=False,
     """A backup of this host's database (`database`: its database_here, when the caller
     has it), the operator folder `config_dir` on this host; returns its manifest."""
     from .containers import ContainerManager
-    from .inventory import load_passwords
+    from .settings import load_passwords
     from .releases import running_releases
     database = database or database_here(client, pillar, Path(config_dir) / "globals.yml")
     settings = pillar["kolla"]["settings"]
@@ -203,7 +203,7 @@ def credential_keys(config_dir):
 def data_secrets(config_dir):
     """{passwords: a salted fingerprint of each password (kolla_salt.pins), keys:
     credential_keys}: what a restore compares."""
-    from .inventory import load_passwords
+    from .settings import load_passwords
     return {"passwords": fingerprints(load_passwords(config_dir)), "keys": credential_keys(config_dir)}
 
 
@@ -441,7 +441,7 @@ def secret_problems(manifest, config_dir, folder):
     """The operator folder's data secrets must be those backup `manifest` was taken
     with: no password it knew changed or gone (a password added since is no matter),
     the same credential keys."""
-    from .inventory import load_passwords
+    from .settings import load_passwords
     then, keys = manifest["secrets"], credential_keys(config_dir)
     differing = [f"passwords.yml: {key}" for key in changed(then["passwords"], load_passwords(config_dir))]
     differing += sorted(path for path in set(keys) | set(then["keys"]) if keys.get(path) != then["keys"].get(path))

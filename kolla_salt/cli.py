@@ -16,13 +16,15 @@ from . import healthloop, paths, safeyaml
 from .errors import KollaError, NoEarlierGeneration, ValidationError
 from .build import from_registry
 from .private import write_private
-from .inventory import in_set, service_specs, wanted_passwords
+from .inventory import service_specs
+from .settings import wanted_passwords
+from .tree import in_set
 
 EXIT_INVALID = 2
 
 
 def _settings(args, warnings=None):
-    from .inventory import load_settings
+    from .settings import load_settings
     return load_settings(args.config_dir, warnings)
 
 
@@ -169,7 +171,7 @@ def cmd_settings(args):
     """Every setting globals.yml may hold, its default and the file that declares it
     (a service's own settings are in its folder); with the operator's value where
     globals.yml sets one."""
-    from .inventory import declared_settings
+    from .settings import declared_settings
     defaults, origin = declared_settings()
     path = Path(args.config_dir) / "globals.yml"
     operator = (safeyaml.load(path.read_text()) if path.exists() else None) or {}
@@ -182,7 +184,7 @@ def cmd_settings(args):
 
 def cmd_build(args):
     from .build import Builder, image_ref
-    from .inventory import settings_for_release
+    from .settings import settings_for_release
     settings = _settings(args)
     if args.release:
         _release(args.release)
@@ -291,7 +293,7 @@ def _check_through_master(pillars, facts, names, allow_jump, release=None):
 
 
 def _state_apply(args, pillar, sls, extra_pillar=None, test=False):
-    from .inventory import load_passwords
+    from .settings import load_passwords
     from .saltcall import salt_call
     settings = pillar["kolla"]["settings"]
     cli_pillar = json.dumps(extra_pillar or {})
@@ -537,7 +539,7 @@ def cmd_upgrade(args):
     services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
     from .build import Builder, image_folder
-    from .inventory import settings_for_release
+    from .settings import settings_for_release
     settings = pillar["kolla"]["settings"]
     for release in sorted({s["release"] for s in services}):
         images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
@@ -752,7 +754,7 @@ def cmd_history(args):
 
 def cmd_rollback(args):
     from .containers import ContainerManager
-    from .inventory import load_passwords
+    from .settings import load_passwords
     if args.release:
         return _rollback_release_through_master(args) if args.master else _rollback_release(args)
     if args.master:
@@ -850,7 +852,7 @@ def cmd_unpin(args):
     """Removes pins (pins.yml): a service follows openstack_release again, a container
     (on any host: HOST:CONTAINER) its declared spec; the next deploy converges to
     globals.yml. pins.yml alone says what is pinned: no host is asked."""
-    from .inventory import service_order
+    from .tree import service_order
     prefix = _settings(args)["container_name_prefix"]
     services = {service for _, service in service_order()}
     with _declaring(args.config_dir, master=args.master) as (_, pins):
@@ -1114,7 +1116,7 @@ def _restore(args, pillar, database, manifest, restart_writers=True):
     Returns the manifest of the backup of what it replaced."""
     from .backup import restore_datadir
     from .containers import ContainerManager
-    from .inventory import load_passwords
+    from .settings import load_passwords
     manager = ContainerManager.from_settings(pillar["kolla"]["settings"], load_passwords(args.config_dir).values(),
                                              client=_client(),
                                              out=lambda m: print(f"[{args.command}] {m}", flush=True))

@@ -105,7 +105,8 @@ class Master:
     def preflight(self):
         """Checks the hosts before a change; returns their facts, from which `pillars`
         builds (and validates) what each host gets."""
-        from .inventory import load_settings, placement
+        from .inventory import placement
+        from .settings import load_settings
         folder = self.operator_folder()
         hosts = self.host_facts()
         accepted = sorted(hosts)

@@ -1,7 +1,7 @@
 """What runs now: the set tree with each managed container's state."""
 from . import healthloop
 from .containers import ContainerManager
-from .inventory import service_order
+from .tree import service_order
 from .spec import LABEL_GENERATION, LABEL_NAME, LABEL_SET
 
 

@@ -117,7 +117,8 @@ def scheduled(config_dir):
     import docker
 
     from kolla_salt.backup import Backups, backup_directory, due, scheduled_why, take_here
-    from kolla_salt.inventory import build_pillar, load_settings
+    from kolla_salt.inventory import build_pillar
+    from kolla_salt.settings import load_settings
     try:
         settings = load_settings(config_dir)
         backups = Backups(backup_directory(settings))

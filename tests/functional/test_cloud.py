@@ -31,7 +31,9 @@ from guest import console_log as guest_console_log
 from salt_master import master_and_minion
 import tempest
 
-from kolla_salt.inventory import default_settings, load_settings, load_tree
+from kolla_salt.settings import default_settings, load_settings
+
+from kolla_salt.tree import load_tree
 from kolla_salt.spec import declared_spec
 
 pytestmark = [pytest.mark.functional, pytest.mark.cloud]
@@ -97,7 +99,8 @@ def openstack_as(env, user, password, *args):
 
 def registered(env):
     """The register: blocks of the enabled services' folders (what the catalog must hold)."""
-    from kolla_salt.inventory import enabled_definitions, load_settings
+    from kolla_salt.inventory import enabled_definitions
+    from kolla_salt.settings import load_settings
     return [d["register"] for _, _, d in enabled_definitions(load_settings(env.config_dir)) if d.get("register")]
 
 

@@ -5,12 +5,11 @@ to a new image and rolled back."""
 import io
 import os
 import time
-from pathlib import Path
 
 import pytest
 from conftest import IMAGES, KollaEnv, qemu_pid, while_running
 
-from kolla_salt.inventory import default_settings, release_tag
+from kolla_salt.settings import default_settings, release_tag
 
 pytestmark = pytest.mark.functional
 DOMAIN = "kstcompguest"

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kolla_salt.inventory import default_image
+from kolla_salt.settings import default_image
 from conftest import IMAGES
 
 pytestmark = pytest.mark.functional

@@ -7,7 +7,7 @@ import pytest
 
 from kolla_salt import paths
 from kolla_salt.build import Builder, image_ref
-from kolla_salt.inventory import default_image, default_settings
+from kolla_salt.settings import default_image, default_settings
 
 pytestmark = pytest.mark.functional
 BASE = default_image("base")   # what built_images("base") builds

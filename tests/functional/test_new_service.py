@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from kolla_salt import paths
-from kolla_salt.inventory import default_settings, load_tree
+from kolla_salt.settings import default_settings
+from kolla_salt.tree import load_tree
 
 pytestmark = pytest.mark.functional
 SERVICE = "kstmemo"   # memcached under another name, user and port

@@ -18,7 +18,7 @@ import docker.errors
 import pytest
 
 from kolla_salt.containers import ContainerManager
-from kolla_salt.inventory import default_image
+from kolla_salt.settings import default_image
 from kolla_salt.spec import ContainerSpec
 
 MEMCACHED_IMAGE = default_image("memcached")
@@ -99,7 +99,8 @@ STANDALONE = {
 def deployed_check(service):
     """The healthcheck of the service's own definition (salt/states/kolla/<service>/defaults.yaml),
     rendered as a deploy renders it (placeholder passwords: only the check is read)."""
-    from kolla_salt.inventory import ServiceRenderer, default_settings, host_facts, wanted_passwords
+    from kolla_salt.inventory import ServiceRenderer, host_facts
+    from kolla_salt.settings import default_settings, wanted_passwords
     passwords = {key: "test" for key in wanted_passwords()}
     settings = default_settings()
     renderer = ServiceRenderer(settings, passwords, host_facts(settings, "127.0.0.1"))

@@ -12,7 +12,7 @@ import pytest
 from kolla_salt import healthloop
 from kolla_salt.containers import passes_check
 from kolla_salt.health import read_json
-from kolla_salt.inventory import default_settings
+from kolla_salt.settings import default_settings
 from kolla_salt.status import health_loop
 
 from health_helpers import BROKEN_MARKER, host_load, incarnation, memcached_spec, salt_minion_processes, \

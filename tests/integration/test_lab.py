@@ -20,7 +20,8 @@ from conftest import SUITE_SETTINGS
 from guest import wait_for
 from probes import freeze_service
 from kolla_salt.build import push
-from kolla_salt.inventory import build_pillar, default_image, load_passwords, load_settings, service_images
+from kolla_salt.inventory import build_pillar, service_images
+from kolla_salt.settings import default_image, load_passwords, load_settings
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]

@@ -3,7 +3,7 @@
 import yaml
 
 from kolla_salt import keys
-from kolla_salt.inventory import wanted_passwords
+from kolla_salt.settings import wanted_passwords
 
 
 def write_secrets(folder, value=lambda key: f"pw-{key}"):

@@ -7,7 +7,7 @@ import pytest
 from kolla_salt import paths
 from kolla_salt.build import Builder, discover
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import default_settings
+from kolla_salt.settings import default_settings
 
 
 def context_of(images_dir, name="base"):
@@ -59,7 +59,7 @@ def test_an_images_user_comes_from_its_folder_and_a_uid_of_two_users_is_refused(
     is refused naming both files."""
     images = tmp_path / "images"
     shutil.copytree(paths.IMAGES_DIR, images)
-    from kolla_salt.inventory import settings_for_release
+    from kolla_salt.settings import settings_for_release
     settings = settings_for_release(default_settings(), default_settings()["openstack_release"])
     builder = Builder(client=None, settings=settings, images_dir=images)
     assert "useradd --system --uid 42425 --gid keystone --home-dir /var/lib/keystone" in builder.render(

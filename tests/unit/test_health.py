@@ -11,7 +11,7 @@ import pytest
 
 from kolla_salt import health, healthloop, hostsignals
 from kolla_salt.generations import History
-from kolla_salt.inventory import default_settings
+from kolla_salt.settings import default_settings
 from kolla_salt.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
 
 OK, FAIL = CheckResult(True, "healthy"), CheckResult(False, "exit code 1: unhealthy")

@@ -5,7 +5,8 @@ import yaml
 
 from kolla_salt import paths
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar, load_passwords, load_settings, wanted_passwords
+from kolla_salt.inventory import build_pillar
+from kolla_salt.settings import load_passwords, load_settings, wanted_passwords
 from operator_files import write_secrets
 
 
@@ -230,7 +231,7 @@ def test_a_set_waits_for_the_sets_it_is_after_and_a_parallel_sets_services_for_n
     the database, RabbitMQ and memcached wait for nothing, keystone for the database and
     memcached (not RabbitMQ), glance and nova not for each other; a set absent here passes
     its wait on to the sets it is after (nova_compute on a compute host)."""
-    from kolla_salt.inventory import waits
+    from kolla_salt.tree import waits
     control = waits(["mariadb", "rabbitmq", "memcached", "keystone", "glance", "nova", "neutron"])
     assert control["mariadb"] == control["rabbitmq"] == control["memcached"] == []
     assert control["keystone"] == ["mariadb", "memcached"]
@@ -249,7 +250,7 @@ def test_a_set_waits_for_the_sets_it_is_after_and_a_parallel_sets_services_for_n
 def test_a_tree_whose_set_starts_after_a_later_or_unknown_set_is_refused(tmp_path, monkeypatch, control, problem):
     """A set may start only after sets before it: the tree's order stays one that a
     master's walk and every upgrade keep. A misspelt key is not taken for no key."""
-    from kolla_salt.inventory import load_tree
+    from kolla_salt.tree import load_tree
     (tmp_path / "tree.yaml").write_text(yaml.safe_dump([{"name": "common"}, {"name": "control", **control},
                                                         {"name": "compute"}]))
     monkeypatch.setattr(paths, "SERVICES_DIR", tmp_path)
@@ -273,7 +274,7 @@ def test_a_services_folder_names_its_set_and_what_it_comes_after(tmp_path, monke
     """Each folder's settings.yml places its service in a set of tree.yaml, after the
     services of that set it names (the others by name): a service is its folder. An
     unknown set, an `after` outside the set or a cycle is refused naming the file."""
-    from kolla_salt.inventory import load_tree
+    from kolla_salt.tree import load_tree
     (tmp_path / "tree.yaml").write_text(yaml.safe_dump([{"name": "common"}, {"name": "control"}]))
     for service, declared in declarations.items():
         (tmp_path / service).mkdir()
@@ -320,7 +321,7 @@ def test_a_services_settings_come_from_its_folder_and_one_declared_twice_is_refu
     key that two folders declare is refused naming both files."""
     import subprocess
     import sys
-    from kolla_salt.inventory import default_settings
+    from kolla_salt.settings import default_settings
     keystone = paths.SERVICES_DIR / "keystone" / "settings.yml"
     write(tmp_path, "globals.yml", {"keystone_public_port": 15000})
     listed = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "--config-dir", str(tmp_path), "settings"],

@@ -59,8 +59,7 @@ def test_a_busy_api_queues_in_haproxy_and_an_api_with_every_server_down_is_waite
     for name in ("keystone", "glance", "placement"):
         servers = [line.split() for line in section(config, f"backend {name}").splitlines() if line.split()[0] == "server"]
         assert servers and all("check" in line for line in servers), servers
-        if name != "keystone":   # keystone's folder sets no maxconn (docs/design.md: busy is not down)
-            assert all(line[-2:] == ["maxconn", "3"] for line in servers), servers
+        assert all(line[-2:] == ["maxconn", "3"] for line in servers), servers
         frontend = section(config, f"frontend {name}")
         assert f"use_backend {name}_waiting if {{ nbsrv({name}) eq 0 }}" in frontend
         waiting = section(config, f"backend {name}_waiting")

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from kolla_salt.inventory import waits
+from kolla_salt.tree import waits
 from kolla_salt.rollout import WalkInProgress, ask, describe, hold_walk_lock, hosts_to_visit, walk
 
 
