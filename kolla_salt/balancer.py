@@ -111,7 +111,15 @@ class Runtime:
         return self.wait(backend, server, lambda row: row["sessions"] == 0, "drained", timeout)
 
     def take_traffic(self, backend, server, timeout):
-        """The server gets requests: made ready, and haproxy's own check found it up."""
+        """The server gets requests: made ready, and haproxy's own check found it up.
+        One not already up and ready goes through maintenance on its way: haproxy 2.6
+        hands a server the requests waiting in the backend's queue (maxconn) when it
+        comes up or leaves maintenance, not when it leaves drain. A new generation on
+        the port a drained one left, made ready from drain while requests queued, got
+        none of them, and none after them (they queue behind), until `timeout queue`:
+        every request for 60 s after a keystone swap under load."""
+        if self.servers(backend).get(server, {}).get("status") != "UP":
+            self.set_state(backend, server, "maint")
         self.set_state(backend, server, "ready")
         self.wait_up(backend, server, timeout)
 

@@ -97,7 +97,7 @@ def test_a_new_service_folder_is_built_deployed_checked_upgraded_and_removed(new
     container = docker_client.containers.get(name)
     assert container.labels["kolla.set"] == f"cache-control/{SERVICE}"
     assert "STAT pid" in memcached_stats(PORT)
-    users = {row[1]: row[0] for row in container.top(ps_args="-o uid,comm")["Processes"]}
+    users = {row[2]: row[1] for row in container.top(ps_args="-o pid,uid,comm")["Processes"]}
     assert users["memcached"] == "42999"           # its own user, from its image folder
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
 
