@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jinja2
@@ -41,6 +41,10 @@ class ImageDef:
     install_types: tuple = INSTALL_TYPES
     # image.yml `user`: the service's user {name, uid, home} (images/macros.j2 service_user)
     user: dict | None = None
+    # image.yml `versions` and `libraries`: per release, its PyPI version and its own pins
+    # (kolla_salt.releases puts them in the release table)
+    versions: dict = field(default_factory=dict)
+    libraries: dict = field(default_factory=dict)
 
 
 def discover(images_dir=paths.IMAGES_DIR):
@@ -58,7 +62,8 @@ def discover(images_dir=paths.IMAGES_DIR):
                 problems.append(f"{meta_file}: key 'user.uid' {user['uid']} is the uid of user "
                                 f"{owners[user['uid']][0]} in {owners[user['uid']][1]}")
         images[folder.name] = ImageDef(folder.name, folder, meta.get("parent"),
-                                       tuple(meta.get("install_types", INSTALL_TYPES)), user)
+                                       tuple(meta.get("install_types", INSTALL_TYPES)), user,
+                                       meta.get("versions") or {}, meta.get("libraries") or {})
     if problems:
         raise ValidationError(problems)
     return images

@@ -2,6 +2,7 @@
 versions and library pins of each image folder (images/<image>/image.yml)."""
 
 from . import paths, safeyaml
+from .build import discover
 from .errors import ValidationError
 
 
@@ -11,15 +12,14 @@ def load_releases():
     names that the table does not know is an error naming the image's file."""
     releases = safeyaml.load((paths.DEFAULTS_DIR / "releases.yml").read_text())
     problems = []
-    for path in sorted(paths.IMAGES_DIR.glob("*/image.yml")):
-        meta = safeyaml.load(path.read_text()) or {}
+    for image in discover(paths.IMAGES_DIR).values():
         for part, key in (("versions", "source"), ("libraries", "libraries")):
-            for release, value in (meta.get(part) or {}).items():
+            for release, value in getattr(image, part).items():
                 if release not in releases:
-                    problems.append(f"{path}: key '{part}.{release}' is not a release of "
+                    problems.append(f"{image.folder / 'image.yml'}: key '{part}.{release}' is not a release of "
                                     f"pillar/defaults/releases.yml ({', '.join(releases)})")
                 else:
-                    releases[release].setdefault(key, {})[path.parent.name] = value
+                    releases[release].setdefault(key, {})[image.name] = value
     if problems:
         raise ValidationError(problems)
     return releases

@@ -2,7 +2,6 @@
 its image folder, no other file touched) is built, deployed, checked, upgraded and
 removed by the same commands as every other."""
 import shutil
-import socket
 
 import pytest
 import yaml
@@ -10,6 +9,7 @@ import yaml
 from kolla_salt import paths
 from kolla_salt.settings import default_settings
 from kolla_salt.tree import load_tree
+from probes import memcached_answers
 
 pytestmark = pytest.mark.functional
 SERVICE = "kstmemo"   # memcached under another name, user and port
@@ -59,12 +59,6 @@ COPY marker /etc/{SERVICE}-marker
     }
 
 
-def memcached_stats(port):
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-        conn.sendall(b"stats\r\n")
-        return conn.recv(65536).decode()
-
-
 @pytest.fixture
 def new_service(kolla_env, built_images):
     """The new service's folders in the checkout, removed afterwards (with its image)."""
@@ -96,7 +90,7 @@ def test_a_new_service_folder_is_built_deployed_checked_upgraded_and_removed(new
     assert f"{name} created, generation 1 is healthy" in out, out
     container = docker_client.containers.get(name)
     assert container.labels["kolla.set"] == f"cache-control/{SERVICE}"
-    assert "STAT pid" in memcached_stats(PORT)
+    assert memcached_answers(PORT, timeout=5)
     users = {row[2]: row[1] for row in container.top(ps_args="-o pid,uid,comm")["Processes"]}
     assert users["memcached"] == "42999"           # its own user, from its image folder
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
@@ -108,7 +102,7 @@ def test_a_new_service_folder_is_built_deployed_checked_upgraded_and_removed(new
     assert f"{name} recreated, generation 2 is healthy" in out, out
     upgraded = docker_client.containers.get(name)
     assert upgraded.exec_run(["cat", f"/etc/{SERVICE}-marker"]).output == b"second\n"
-    assert "STAT pid" in memcached_stats(PORT)
+    assert memcached_answers(PORT, timeout=5)
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
 
     # Disabled, its containers go (their kept generation too) and the next deploy has nothing to do.

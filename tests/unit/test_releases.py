@@ -117,6 +117,7 @@ def test_an_images_versions_make_its_releases_source_versions_and_an_unknown_rel
     assert releases["2025.1"]["libraries"] == {"neutron": ["neutron-lib<4"]}
     (tmp_path / "memo").mkdir()
     (tmp_path / "memo" / "image.yml").write_text('parent: base\nversions: {"2026.1": "1.0", "2031.1": "9.0"}\n')
+    (tmp_path / "memo" / "Dockerfile.j2").write_text("FROM {{ parent_image }}\n")
     monkeypatch.setattr(paths, "IMAGES_DIR", tmp_path)
     with pytest.raises(ValidationError) as refused:
         load_releases()
