@@ -30,6 +30,26 @@ assert len(set(PORTS.values())) == len(PORTS), PORTS
 NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
 
 
+def noop_deploy(args, marks, rest):
+    """A `kolla-salt ARGS deploy` that must change nothing: (its seconds, [(phase,
+    seconds)]), where phase i ends when the first line holding marks[i][1] appears and
+    `rest` is what follows the last one."""
+    started = time.monotonic()
+    proc = subprocess.Popen([KOLLA, *args, "deploy"], stdout=subprocess.PIPE, text=True)
+    seen, output = [], []
+    for line in proc.stdout:
+        output.append(line)
+        seen.append((time.monotonic() - started, line))
+    if proc.wait() != 0:
+        raise SystemExit("kolla-salt deploy failed:\n" + "".join(output[-40:]))
+    total = time.monotonic() - started
+    if " 0 changed, 0 failed" not in "".join(output):
+        raise SystemExit("the deploy was not a no-op:\n" + "".join(output[-40:]))
+    ends = [next(at for at, line in seen if mark in line) for _, mark in marks]
+    return total, [(label, end - begin) for (label, _), begin, end in zip(marks, [0, *ends], ends)] + [
+        (rest, total - ends[-1])]
+
+
 def timed(*args):
     """Runs kolla-salt ARGS (any operator folder: --lab, --master); its duration in s,
     or the end of the benchmark with its output when it fails."""

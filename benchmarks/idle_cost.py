@@ -21,13 +21,12 @@ import argparse
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from cloud import throwaway_cloud
-from common import KOLLA
+from common import noop_deploy
 
 from kolla_salt import healthloop
 from kolla_salt.hostsignals import process_table
@@ -101,27 +100,6 @@ def measure(settings, seconds):
     return cores, used
 
 
-def noop_deploy(config_dir):
-    """Seconds of a no-op `kolla-salt deploy`, and [(phase, seconds)] from its output."""
-    started = time.monotonic()
-    proc = subprocess.Popen([KOLLA, "--config-dir", str(config_dir), "deploy"], stdout=subprocess.PIPE, text=True)
-    marks, output = [], []
-    for line in proc.stdout:
-        output.append(line)
-        marks.append((time.monotonic() - started, line.strip()))
-    if proc.wait() != 0:
-        raise SystemExit("kolla-salt deploy failed:\n" + "".join(output[-40:]))
-    total = time.monotonic() - started
-    if "0 changed" not in "".join(output):
-        raise SystemExit("the deploy was not a no-op:\n" + "".join(output[-40:]))
-    # The CLI prints "[deploy] deploying ..." once the pillar and images are checked,
-    # "[deploy] N states: ..." once salt-call's state run is over.
-    began_states = next(at for at, line in marks if line.startswith("[deploy] deploying"))
-    ended_states = next(at for at, line in marks if line.startswith("[deploy] ") and " states: " in line)
-    return total, [("pillar, images, checks", began_states), ("salt-call state.apply", ended_states - began_states),
-                   ("client files, health loop", total - ended_states)]
-
-
 @contextlib.contextmanager
 def cloud(config_dir):
     if config_dir:
@@ -164,7 +142,11 @@ def main():
         print(f"  machinery at rest: {machinery_cores:.3f} cores, goal {GOAL_CORES}: "
               f"{machinery_cores / GOAL_CORES:.2f}x the goal")
         time.sleep(10)   # the loop started again and saw every container
-        runs = [noop_deploy(config_dir) for _ in range(args.rounds)]
+        # "[deploy] deploying ..." once the pillar and images are checked, "[deploy] N
+        # states: ..." once salt-call's state run is over.
+        runs = [noop_deploy(["--config-dir", str(config_dir)], [("pillar, images, checks", "[deploy] deploying"),
+                                                                ("salt-call state.apply", " states: ")],
+                            "client files, health loop") for _ in range(args.rounds)]
         totals = [total for total, _ in runs]
         print(f"\nno-op deploy: median {statistics.median(totals):.2f} s (min {min(totals):.2f}, "
               f"max {max(totals):.2f}), goal {GOAL_CONVERGE} s: {statistics.median(totals) / GOAL_CONVERGE:.2f}x the goal")

@@ -16,6 +16,7 @@ from . import healthloop, paths, safeyaml
 from .errors import KollaError, NoEarlierGeneration, ValidationError
 from .build import from_registry
 from .private import write_private
+from .rollout import changing_hosts, describe
 from .inventory import service_specs
 from .settings import wanted_passwords
 from .tree import in_set
@@ -326,12 +327,12 @@ def summarise(data, out=print):
 
 def cmd_deploy(args):
     if args.master:
-        facts = args.master.preflight()
+        facts = args.master.preflight(predict=_split(args.services) or [])
         pillars = args.master.pillars(facts)
         names = _selected_names(pillars, args.services)
         _check_through_master(pillars, facts, names, args.allow_release_jump)
         if not names or "mariadb" in names:
-            args.master.check_galera(facts)
+            args.master.check_galera(facts, pillars)
         return _orchestrate(args, "kolla.deploy", facts, pillars, names)
     return _deploy(args, _validated_pillar(args))
 
@@ -411,6 +412,11 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
                                                     if not names or s["name"] in names) or "nothing"))
     for pin in load_pins(args.config_dir).describe():
         print(f"[{command}] pins.yml: {pin}")
+    # A deploy's preflight predicted already (kolla_container.facts): when that is the
+    # whole answer (--test, or no host would change) no walk is needed.
+    predicted = {host: found.get("predicted") for host, found in facts.items() if "predicted" in found}
+    if len(predicted) == len(facts) and (args.test or not changing_hosts(predicted)):
+        return _predicted(args, command, facts, pillars, names, predicted)
     how = "one state run on every host: a prediction has no order to keep" if args.test else WALKS[command]
     print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} ({how})", flush=True)
     ok, steps = args.master.orchestrate(sls, {**({"kolla_services": names} if names else {}),
@@ -429,7 +435,26 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
             failed += 1
             print(f"FAILED  {step['__id__']}: {failure}")   # a runner step's name is its function
     print(f"[{command}] {len(steps)} step(s) on {len(pillars)} host(s): {changed} changed, {failed} failed")
-    ok = ok and failed == 0
+    return _after_walk(args, command, facts, pillars, names, ok and failed == 0)
+
+
+def _predicted(args, command, facts, pillars, names, predicted):
+    """A deploy through a master answered by its preflight's prediction: what each host
+    would change (--test), or that none would (no walk)."""
+    print(f"[{command}] predicted in the preflight: kolla.deploy under test=True on every host, in one round trip")
+    changed = failed = 0
+    for host, states in sorted(predicted.items()):
+        host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
+        changed, failed = changed + host_changed, failed + host_failed
+    if not args.test:
+        print(f"[{command}] {describe({})}")
+    print(f"[{command}] {len(pillars)} host(s): {changed} changed, {failed} failed")
+    return _after_walk(args, command, facts, pillars, names, failed == 0)
+
+
+def _after_walk(args, command, facts, pillars, names, ok):
+    """What follows a walk through a master: the minions whose pillar changed take it,
+    and after a deploy of keystone the client files say where it is."""
     if not args.test:
         refreshed = args.master.refresh_pillars(pillars, facts)
         if refreshed:

@@ -5,6 +5,7 @@ The decisions are pure functions of what each member's host reports (`member_fac
 run there by the execution module kolla_galera); the master's runner kolla_galera
 and the CLI's preflight call the same ones.
 """
+import hashlib
 import json
 import os
 import re
@@ -112,6 +113,12 @@ def member(service):
     it, on a cluster: its clustercheck, which has no volume)."""
     return next(c for c in service["containers"]
                 if any(v.split(":")[1] == DATADIR for v in c["spec"].get("volumes", ())))
+
+
+def spec_digest(service):
+    """A digest of the member's spec in a mariadb service entry: two pillars that give
+    it the same describe the same member (kolla_galera.held_facts)."""
+    return hashlib.sha256(json.dumps(member(service)["spec"], sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _grastate(datadir):

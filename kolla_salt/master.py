@@ -84,31 +84,34 @@ class Master:
         return {host: ret for host, ret in data.items() if not _no_answer(ret)}
 
     def minions(self):
-        """Ids of the minions whose keys the master accepted."""
-        proc = self.command("salt-key", "-L", "--out=json")
+        """Ids of the minions whose keys the master accepted: the files of its
+        pki_dir/minions, read here (what `salt-key -L` lists, without its second of start)."""
+        import salt.config
+        accepted = Path(salt.config.master_config(str(self.file))["pki_dir"]) / "minions"
         try:
-            return sorted(json.loads(proc.stdout)["minions"])
-        except (json.JSONDecodeError, KeyError):
-            raise KollaError(f"salt-key: {(proc.stderr or proc.stdout).strip()[-500:]}")
+            return sorted(p.name for p in accepted.iterdir() if not p.name.startswith("."))
+        except OSError as error:
+            raise KollaError(f"the master's accepted minion keys ({accepted}): {error.strerror}")
 
     def ask_all(self, function, *args, timeout=ANSWER_SECONDS):
         """{accepted minion: its return of FUNCTION ARGS, None when it does not answer}
-        (`salt '*'` leaves out minions that do not answer: salt-key lists them; both
-        asked at once)."""
+        (`salt '*'` leaves out minions that do not answer: the accepted keys list them,
+        read while the minions answer)."""
         from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(2) as pool:
-            accepted = pool.submit(self.minions)
+        with ThreadPoolExecutor(1) as pool:
             found = pool.submit(self.returns, "*", function, *args, timeout=timeout)
-            return {m: found.result().get(m) for m in accepted.result()}
+            accepted = self.minions()
+            return {m: found.result().get(m) for m in accepted}
 
     # -- before anything changes ------------------------------------------------------
-    def preflight(self):
+    def preflight(self, predict=None):
         """Checks the hosts before a change; returns their facts, from which `pillars`
-        builds (and validates) what each host gets."""
+        builds (and validates) what each host gets. `predict`: a deploy's services (all
+        when empty), whose prediction each host adds to its facts (host_facts)."""
         from .inventory import placement
         from .settings import load_settings
         folder = self.operator_folder()
-        hosts = self.host_facts()
+        hosts = self.host_facts(predict)
         accepted = sorted(hosts)
         if not accepted:
             raise KollaError(f"no minion key is accepted on the master ({self.config_dir}); nothing was changed")
@@ -139,14 +142,24 @@ class Master:
             return [], None
         return [m for m in sorted(hosts) if any(fnmatch.fnmatch(m, p) for p in step["hosts"])], step
 
-    def check_galera(self, hosts):
+    def check_galera(self, facts, pillars):
         """A deploy that would have to found a Galera cluster from a member that may lack
         committed rows is refused here, before anything changes (kolla_salt.galera.plan;
-        the runner decides the same again when it starts the members)."""
+        the runner decides the same again when it starts the members). A host's facts
+        say what its member holds where the pillar it holds declares the member
+        `pillars` gives it; the others are asked."""
         from . import galera
-        members, _ = self.members("mariadb", hosts)
-        if len(members) > 1:
-            galera.plan(self.returns(members, "kolla_galera.facts", timeout=60), members)
+        members, _ = self.members("mariadb", facts)
+        if len(members) < 2:
+            return
+        said = {}
+        for host in members:
+            held = dict((facts.get(host) or {}).get("galera") or {})
+            service = next(s for s in pillars[host]["kolla"]["services"] if s["name"] == "mariadb")
+            if held.pop("spec", None) == galera.spec_digest(service):
+                said[host] = held
+        asked = [host for host in members if host not in said]
+        galera.plan({**said, **(self.returns(asked, "kolla_galera.facts", timeout=60) if asked else {})}, members)
 
     def run(self, function, timeout=1800, **kwargs):
         """salt-run FUNCTION KEY=VALUE...: (succeeded, its return)."""
@@ -173,17 +186,20 @@ class Master:
             raise ValidationError(problems)
         return pillars
 
-    def host_facts(self):
+    def host_facts(self, predict=None):
         """{accepted minion: its kolla_container.facts, None when it does not answer};
         hosts running other module code than the checkout's are synced first
-        (saltutil.sync_all)."""
+        (saltutil.sync_all). With `predict` (a list of services, all when empty), each
+        host's facts hold kolla.deploy's state run under test=True ("predicted")."""
         local = synced_version(lambda kind: paths.REPO / "salt" / f"_{kind}")
-        facts = self.ask_all("kolla_container.facts")
+        ask = ([] if predict is None else
+               ["predict=True", *([f"services={json.dumps(list(predict))}"] if predict else [])])
+        facts = self.ask_all("kolla_container.facts", *ask)
         stale = [m for m, f in facts.items() if f is not None and (not isinstance(f, dict) or f["code"] != local)]
         if stale:
             self.out(f"[master] syncing the checkout's Salt modules to {', '.join(stale)}")
             self.returns(stale, "saltutil.sync_all", timeout=120)
-            facts.update(self.returns(stale, "kolla_container.facts", timeout=ANSWER_SECONDS))
+            facts.update(self.returns(stale, "kolla_container.facts", *ask, timeout=ANSWER_SECONDS))
         return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
 
     def refresh_pillars(self, pillars, facts):

@@ -49,6 +49,13 @@ def hosts_to_visit(predicted, placed):
             for sls, hosts in placed.items()}
 
 
+def changing_hosts(predicted):
+    """The hosts whose prediction ({host: its state.sls return under test=True})
+    changes or fails something, or is no state returns; none: a walk would visit
+    no set."""
+    return sorted(host for host, states in predicted.items() if _touched(states) != set())
+
+
 def _label(sls):
     return {"kolla.undeclared": "the removal of undeclared containers",
             "kolla.final": "the jobs after every service"}.get(sls, sls.removeprefix("kolla."))

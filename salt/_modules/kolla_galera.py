@@ -8,13 +8,14 @@ def __virtual__():
     return __virtualname__
 
 
-def _member():
+def _member(pillar=None):
     import docker
 
     from kolla_salt.galera import member
     from kolla_salt.spec import ContainerSpec
-    # A fresh pillar: the master asks before the deploy that may change this host's roles.
-    service = next((s for s in __salt__["pillar.items"](unmask=True)["kolla"]["services"] if s["name"] == "mariadb"), None)
+    # A fresh pillar unless given: the master asks before the deploy that may change this host's roles.
+    pillar = __salt__["pillar.items"](unmask=True) if pillar is None else pillar
+    service = next((s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"), None)
     if service is None:
         raise ValueError(f"{__opts__['id']}: mariadb is not declared for this host")
     spec = member(service)["spec"]
@@ -25,6 +26,23 @@ def facts():
     """{data, state: synced|standalone|joining|down, grastate} of this host's member."""
     from kolla_salt import galera
     return galera.member_facts(*_member())
+
+
+def held_facts():
+    """facts() of the member the pillar this minion holds declares, with `spec`: a
+    digest of its spec (kolla_salt.galera.spec_digest); None without one. Part of
+    kolla_container.facts: a master's preflight takes it where the pillar it builds now
+    declares the same member, instead of asking facts(), whose fresh pillar costs a
+    round trip to the master. None when it cannot say: facts() is asked then."""
+    from kolla_salt import galera
+    held = dict(__pillar__)
+    service = next((s for s in (held.get("kolla") or {}).get("services", ()) if s["name"] == "mariadb"), None)
+    if service is None:
+        return None
+    try:
+        return {**galera.member_facts(*_member(held)), "spec": galera.spec_digest(service)}
+    except Exception:  # noqa: BLE001 - the preflight then asks facts(), which says what fails
+        return None
 
 
 def mark_bootstrap(on=True):

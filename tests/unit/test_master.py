@@ -1,8 +1,11 @@
-"""What a master compares to decide which minions' pillars to refresh (kolla_salt.master.held_digest)."""
+"""What a master compares before a change: which minions' pillars to refresh
+(kolla_salt.master.held_digest), and whose Galera member it must ask again."""
+import pytest
 import yaml
 
+from kolla_salt import galera
 from kolla_salt.inventory import build_pillar
-from kolla_salt.master import held_digest
+from kolla_salt.master import Master, held_digest
 from operator_files import write_secrets
 
 
@@ -23,3 +26,29 @@ def test_a_minion_is_refreshed_only_when_what_it_holds_changed(tmp_path):
     assert held_digest(pillar(tmp_path, enable_haproxy=False)) != digest
     write_secrets(tmp_path, value=lambda key: f"other-{key}")
     assert held_digest(pillar(tmp_path)) != digest
+
+
+def mariadb(datadir_volume):
+    return {"name": "mariadb", "containers": [{"spec": {"name": "mariadb", "volumes": [f"{datadir_volume}:/var/lib/mysql"]}}]}
+
+
+def test_galera_is_asked_again_only_where_the_held_member_is_not_the_one_declared_now(monkeypatch):
+    """A host's facts say what its member holds for the pillar the minion holds; a
+    host whose member the new pillar changes is asked (kolla_galera.facts)."""
+    master, asked = Master("/nonexistent"), []
+    monkeypatch.setattr(master, "members", lambda service, facts: (sorted(facts), None))
+    monkeypatch.setattr(master, "returns", lambda hosts, function, timeout: asked.extend(hosts) or
+                        {h: {"data": True, "state": "down", "grastate": {}} for h in hosts})
+    synced = {"data": True, "state": "synced", "grastate": {}}
+    pillars = {h: {"kolla": {"services": [mariadb("mariadb")]}} for h in ("host1", "host2", "host3")}
+    held = {**synced, "spec": galera.spec_digest(mariadb("mariadb"))}
+    facts = {"host1": {"galera": held}, "host2": {"galera": held},
+             "host3": {"galera": {**synced, "spec": galera.spec_digest(mariadb("other"))}}}
+    master.check_galera(facts, pillars)
+    assert asked == ["host3"]
+    # What host3 says now decides: with no member synced and data on every host, refused.
+    asked.clear()
+    facts = {h: {"galera": None} for h in pillars}
+    with pytest.raises(galera.GaleraRefused):
+        master.check_galera(facts, pillars)
+    assert asked == ["host1", "host2", "host3"]

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from kolla_salt.tree import waits
-from kolla_salt.rollout import WalkInProgress, ask, describe, hold_walk_lock, hosts_to_visit, walk
+from kolla_salt.rollout import WalkInProgress, ask, changing_hosts, describe, hold_walk_lock, hosts_to_visit, walk
 
 
 def state(sls, result=True, changes=None):
@@ -34,6 +34,15 @@ def test_a_set_is_visited_only_where_its_prediction_changes_something_or_fails()
 def test_a_host_without_a_prediction_is_visited_for_every_set_it_runs():
     visit = hosts_to_visit({"host1": {"a": state("kolla.keystone")}}, PLACED)
     assert visit["kolla.keystone"] == ["host2", "host3"] and visit["kolla.memcached"] == ["host2", "host3", "host4"]
+
+
+def test_a_deploy_needs_no_walk_only_when_every_host_predicts_no_change_and_no_failure():
+    """A deploy through a master skips its walk when its preflight's prediction names no host."""
+    quiet = {"a": state("kolla.mariadb"), "b": state("kolla.keystone")}
+    assert changing_hosts({"host1": quiet, "host2": quiet}) == []
+    assert changing_hosts({"host1": quiet, "host2": {"a": state("kolla.keystone", None, {"image": "a -> b"})},
+                           "host3": {"a": state("kolla.mariadb", False)},
+                           "host4": ["The function \"state.sls\" is running as PID 42"]}) == ["host2", "host3", "host4"]
 
 
 def test_the_operator_reads_what_is_visited_and_what_is_not():
