@@ -3,8 +3,11 @@ folder, the same on every host that runs the service, written into its volumes.
 
 A service folder declares its repositories in `keys.yaml` (read, not rendered):
 
-    fernet: {volume: keystone_fernet_keys, owner: 42425, rotate: 3}
-    credential: {volume: keystone_credential_keys, owner: 42425}
+    fernet: {volume: keystone_fernet_keys, owner: keystone, rotate: 3}
+    credential: {volume: keystone_credential_keys, owner: keystone}
+
+`owner` names the image whose user owns the keys (images/<owner>/image.yml `user`):
+the uid is declared once, where the image makes the user.
 
 The operator folder holds `keys/<service>/<name>/<index>` (folders 0700, files
 0600) in keystone's own layout: 0 is the staged key (decrypts, not yet used to
@@ -36,17 +39,22 @@ class KeyConflict(KollaError):
 
 
 def declared():
-    """{service: {repository: {volume, owner, rotate}}} of every service folder."""
+    """{service: {repository: {volume, owner (a uid), rotate}}} of every service folder."""
+    from .build import discover
+    users = {name: image.user["uid"] for name, image in discover().items() if image.user}
     found, problems = {}, []
     for path in sorted(paths.SERVICES_DIR.glob(f"*/{KEYS_FILE}")):
         where = f"salt/states/kolla/{path.parent.name}/{KEYS_FILE}"
         data = safeyaml.load(path.read_text()) or {}
         for name, entry in data.items():
             entry = entry if isinstance(entry, dict) else {}
-            if not isinstance(entry.get("volume"), str) or not isinstance(entry.get("owner"), int):
-                problems.append(f"{where}: key '{name}' needs volume (a name) and owner (a uid)")
+            if not isinstance(entry.get("volume"), str) or entry.get("owner") not in users:
+                problems.append(f"{where}: key '{name}' needs volume (a name) and owner (an image whose image.yml "
+                                f"names its user: {', '.join(sorted(users))})")
             elif not isinstance(entry.get("rotate", 2), int) or entry.get("rotate", 2) < 2:
                 problems.append(f"{where}: key '{name}.rotate' must be the number of keys kept (2 or more)")
+            else:
+                data[name] = {**entry, "owner": users[entry["owner"]]}
         found[path.parent.name] = data
     if problems:
         raise ValidationError(problems)

@@ -13,6 +13,17 @@ from test_loadbalancer import operator_folder
 HOSTS = {"host1": "198.18.0.11", "host2": "198.18.0.12", "host3": "198.18.0.13"}
 
 
+def test_keys_are_owned_by_the_uid_their_image_gives_its_user_and_an_unknown_owner_is_refused(tmp_path, monkeypatch):
+    assert keys.declared()["keystone"]["fernet"]["owner"] == 42425   # images/keystone/image.yml's user
+    (tmp_path / "memo").mkdir()
+    (tmp_path / "memo" / "keys.yaml").write_text("tokens: {volume: memo_keys, owner: nosuchimage}\n")
+    monkeypatch.setattr(keys.paths, "SERVICES_DIR", tmp_path)
+    with pytest.raises(ValidationError) as refused:
+        keys.declared()
+    assert refused.value.problems[0].startswith("salt/states/kolla/memo/keys.yaml: key 'tokens' needs volume (a "
+                                                "name) and owner (an image whose image.yml names its user: ")
+
+
 def test_a_rotation_makes_the_staged_key_primary_stages_a_new_one_and_keeps_the_newest():
     first = keys.new_repository()
     second = keys.rotated(first, keep=3)
