@@ -14,22 +14,20 @@ import yaml
 
 import guest
 import tempest
+from kolla_salt.settings import default_settings
 
 REPO = Path(__file__).resolve().parent.parent
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 
-# Ports far from the defaults so a deployment on this host never collides, and below
+# Every port setting of the service folders (kolla_salt.settings.default_settings)
+# moved far from the defaults, so a deployment on this host never collides, and below
 # 32768: a port in Linux's ephemeral range (32768-60999) may be held for a moment by
-# some outgoing connection, and a server's bind to it then fails.
-TEST_PORTS = {
-    "memcached_port": 31211, "database_port": 23306, "rabbitmq_port": 23672,
-    "rabbitmq_epmd_port": 24369, "rabbitmq_dist_port": 26672, "keystone_public_port": 25000,
-    "glance_api_port": 29292, "placement_api_port": 28778, "keystone_standby_port": 25001,
-    "glance_api_standby_port": 29293, "placement_api_standby_port": 28779,
-    "nova_api_port": 28774, "nova_api_standby_port": 28773, "ovn_nb_db_port": 26641, "ovn_sb_db_port": 26642,
-    "neutron_server_port": 29696, "neutron_server_standby_port": 29697, "horizon_port": 20080,
-    "horizon_standby_port": 20081, "horizon_tls_port": 20443, "nova_novncproxy_port": 26080,
-}
+# some outgoing connection, and a server's bind to it then fails. Another rule than
+# benchmarks/common.py's, so a benchmark's cloud and a test's never meet either.
+TEST_PORTS = {key: port + 21000 if port < 11768 else port - 1000
+              for key, port in default_settings().items() if key.endswith("_port")}
+assert len(set(TEST_PORTS.values())) == len(TEST_PORTS) and not set(TEST_PORTS.values()) & {
+    port for key, port in default_settings().items() if key.endswith("_port")}, TEST_PORTS
 # One process per API and RPC service, as kolla-ansible's CI runs: each process loads
 # the whole service, and the suite's clouds share this machine's cores. nova-compute
 # waits 2 s instead of 10 for requests in progress when it stops: the suite's servers

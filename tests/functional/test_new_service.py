@@ -13,7 +13,7 @@ from probes import memcached_answers
 
 pytestmark = pytest.mark.functional
 SERVICE = "kstmemo"   # memcached under another name, user and port
-PORT = 31311          # beside the suite's memcached (tests/conftest.py TEST_PORTS)
+PORT = 31311          # none of the suite's (tests/conftest.py TEST_PORTS) nor a default
 
 
 def folders(prefix):
