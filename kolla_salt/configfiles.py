@@ -1,4 +1,4 @@
-"""Writing a container's rendered config folder (files 0600, folder 0700).
+"""Writing and reading a container's rendered config folder (files 0600, folder 0700).
 
 Reports which files changed by name only: their contents hold secrets.
 """
@@ -37,3 +37,15 @@ def write_folder(folder, files):
     for name in changes.get("removed", []):
         (folder / name).unlink()
     return changes
+
+
+def read_config_files(config_dir):
+    """{relative path: text} of a rendered config folder (empty if none)."""
+    files = {}
+    if config_dir and os.path.isdir(config_dir):
+        for root, _, names in os.walk(config_dir):
+            for name in names:
+                path = os.path.join(root, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    files[os.path.relpath(path, config_dir)] = f.read()
+    return files

@@ -11,9 +11,7 @@ health check; if it does not, it is removed and the old one comes back under
 its name. Every swap is journaled (kolla_salt.swap): one killed at any point
 is completed or undone by the next command that touches the container.
 """
-import hashlib
 import json
-import os
 import time
 import uuid
 from dataclasses import dataclass, field, replace
@@ -25,11 +23,13 @@ import docker.errors
 from . import generations
 from .balancer import REQUEST_TIMEOUT, Balancers, Runtime, seconds, server_name
 from .build import from_registry, image_folder, remove_if_orphaned
-from .errors import ContainerExited, HealthTimeout, ImageMissing, JobFailed, KollaError, NoEarlierGeneration
-from .private import redact, write_private
+from .configfiles import read_config_files
+from .errors import ContainerExited, HealthTimeout, ImageMissing, KollaError, NoEarlierGeneration
+from .private import redact
 from .spec import (CONFIG_MOUNT, LABEL_CONFIG_HASH, LABEL_GENERATION, LABEL_JOB, LABEL_LISTEN_PORT, LABEL_NAME,
                    LABEL_RELEASE, LABEL_SET, LABEL_SPEC, LABEL_SPEC_HASH, LABEL_VOLUME_ID, ContainerSpec, config_hash,
                    declared_spec, diff)
+from .jobs import JobRunner
 from .swap import SwapInProgress, SwapJournal
 
 CAPABILITIES = (
@@ -38,14 +38,6 @@ CAPABILITIES = (
     "SYS_CHROOT SYS_PTRACE SYS_PACCT SYS_ADMIN SYS_BOOT SYS_NICE SYS_RESOURCE SYS_TIME "
     "SYS_TTY_CONFIG MKNOD LEASE AUDIT_WRITE AUDIT_CONTROL SETFCAP MAC_OVERRIDE MAC_ADMIN SYSLOG "
     "WAKE_ALARM BLOCK_SUSPEND AUDIT_READ PERFMON BPF CHECKPOINT_RESTORE").split()
-
-JOBS_REMEMBERED = 5   # successful job runs remembered per job (see job_pending)
-# A one-shot job (a schema migration, a bootstrap) gets a quarter of a service
-# container's CPU weight (Docker's default 1024): when the host is busy, the
-# services that answer users come first and the job takes longer. Idle, it gets
-# every core it can use.
-JOB_CPU_SHARES = 256
-
 
 def capabilities_missing_from_bounding_set(status_file="/proc/self/status"):
     """Capabilities this host's bounding set lacks; --privileged needs all of them."""
@@ -58,18 +50,6 @@ def capabilities_missing_from_bounding_set(status_file="/proc/self/status"):
 def create_volume(client, name):
     """A named volume with an id of its own (see ContainerManager.ensure_volumes)."""
     return client.volumes.create(name, labels={LABEL_VOLUME_ID: uuid.uuid4().hex})
-
-
-def read_config_files(config_dir):
-    """{relative path: text} of a rendered config folder (empty if none)."""
-    files = {}
-    if config_dir and os.path.isdir(config_dir):
-        for root, _, names in os.walk(config_dir):
-            for name in names:
-                path = os.path.join(root, name)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    files[os.path.relpath(path, config_dir)] = f.read()
-    return files
 
 
 def run_check(container, spec):
@@ -179,7 +159,7 @@ def _labelled_spec(container):
     return ContainerSpec.from_dict(declared_spec(container.labels), where=f"label of {container.name}")
 
 
-class ContainerManager:
+class ContainerManager(JobRunner):
     def __init__(self, client=None, state_dir="/var/lib/kolla-salt", health_timeout=180,
                  generations_kept=2, secrets=(), out=None, balancer=None):
         self.client = client or docker.from_env(timeout=300)
@@ -841,81 +821,3 @@ class ContainerManager:
         (the generation returned to, the new generation)."""
         record, new_generation = self._swap_to_record(name, lambda: self.rollback_target(name))
         return record["generation"], new_generation
-
-    # -- one-shot jobs --------------------------------------------------------------------
-    def _job_identity(self, spec):
-        """What a job's success is remembered by: its spec, image id and config, and the
-        volumes it fills (a removed and recreated volume is a new one: the job runs).
-        A job that `converges` says its spec hash first: job_pending compares it."""
-        filled = [self._volume_identity(v) for v in sorted(set(spec.named_volumes()) | set(spec.fills))]
-        parts = [spec.spec_hash(), self._check_image(spec).id, config_hash(read_config_files(spec.config_dir)),
-                 *filled]
-        identity = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-        return f"{spec.spec_hash()}.{identity}" if spec.converges else identity
-
-    def _job_record_path(self, name):
-        return os.path.join(self.state_dir, "jobs", f"{name}.done")
-
-    def _jobs_done(self, name):
-        path = self._job_record_path(name)
-        if not os.path.exists(path):
-            return []
-        with open(path) as f:
-            return f.read().split()
-
-    def job_records(self, names):
-        """{job name: the identities of its recent successes} (see job_pending)."""
-        return {name: self._jobs_done(name) for name in names}
-
-    def set_job_records(self, records):
-        """Puts back what job_records returned: a database restored to an earlier
-        backup holds what those jobs had done then, no more."""
-        for name, done in records.items():
-            path = self._job_record_path(name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            write_private(path, "".join(f"{identity}\n" for identity in done))
-
-    def job_pending(self, spec):
-        """A job runs only when this combination of spec, image, config and filled
-        volumes has not succeeded on this host recently. Remembering more than the
-        last one means that going back to a known image (after a failed upgrade, or a
-        rollback) does not run its job again, e.g. an older db_sync against a schema
-        already migrated forward. A job that `converges` also runs when what it
-        declares (its spec) differs from its last success's, even going back to one it
-        ran before: the catalog follows the endpoints declared again (TLS turned off),
-        while a failed upgrade's image, gone again, leaves nothing to do."""
-        identity, done = self._job_identity(spec), self._jobs_done(spec.name)
-        declared_since = spec.converges and done and done[-1].split(".")[0] != identity.split(".")[0]
-        return identity not in done or bool(declared_since)
-
-    def run_job(self, spec, timeout=600):
-        """Runs a one-shot container to completion; raises JobFailed with its (redacted)
-        output on a non-zero exit. Returns the output."""
-        leftover = self.get(spec.name)
-        if leftover is not None and leftover.labels.get(LABEL_JOB):
-            leftover.remove(force=True)
-        args = self._docker_args(spec)
-        if spec.config_dir:
-            args["volumes"][spec.config_dir] = {"bind": CONFIG_MOUNT, "mode": "ro"}
-        args["restart_policy"] = None
-        args["cpu_shares"] = JOB_CPU_SHARES
-        args.pop("healthcheck")
-        container = self.client.containers.create(
-            name=spec.name, labels={**spec.labels, LABEL_JOB: "true", LABEL_SET: spec.set_path}, **args)
-        try:
-            container.start()
-            result = container.wait(timeout=timeout)
-            output = redact(container.logs().decode(errors="replace"), self.secrets)
-        finally:
-            container.remove(force=True)
-        if result.get("StatusCode") != 0:
-            raise JobFailed(f"job {spec.name} exited with code {result.get('StatusCode')}:\n{output[-3000:]}")
-        # After the run: the volumes it mounts exist now (ensure_volumes made them).
-        self.record_success(spec)
-        return output
-
-    def record_success(self, spec):
-        """Remembers that job `spec` succeeded as it is now, as its last success."""
-        identity = self._job_identity(spec)
-        done = [h for h in self._jobs_done(spec.name) if h != identity][-(JOBS_REMEMBERED - 1):]
-        self.set_job_records({spec.name: done + [identity]})
