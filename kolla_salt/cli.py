@@ -327,13 +327,13 @@ def summarise(data, out=print):
 
 def cmd_deploy(args):
     if args.master:
-        facts = args.master.preflight(predict=_split(args.services) or [])
+        facts = args.master.preflight()
         pillars = args.master.pillars(facts)
         names = _selected_names(pillars, args.services)
         _check_through_master(pillars, facts, names, args.allow_release_jump)
         if not names or "mariadb" in names:
             args.master.check_galera(facts, pillars)
-        return _orchestrate(args, "kolla.deploy", facts, pillars, names)
+        return _orchestrate(args, "kolla.deploy", facts, pillars, names, predict=True)
     return _deploy(args, _validated_pillar(args))
 
 
@@ -401,9 +401,11 @@ WALKS = {"deploy": "a prediction first, then each set where it changes something
                     "on the health of the one before"}
 
 
-def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
+def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=False):
     """deploy/upgrade through a salt-master, after its preflight (the hosts' `facts`):
-    walks the set tree across hosts (`pillars`: what each host gets, validated)."""
+    walks the set tree across hosts (`pillars`: what each host gets, validated).
+    With `predict` (a deploy), every host predicts first (Master.predict): that
+    answers --test, and a deploy that would change nothing, without a walk."""
     from .inventory import load_pins
     from .master import host_returns, step_failure, step_note, step_timing
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
@@ -412,10 +414,10 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
                                                     if not names or s["name"] in names) or "nothing"))
     for pin in load_pins(args.config_dir).describe():
         print(f"[{command}] pins.yml: {pin}")
-    # A deploy's preflight predicted already (kolla_container.facts): when that is the
-    # whole answer (--test, or no host would change) no walk is needed.
-    predicted = {host: found.get("predicted") for host, found in facts.items() if "predicted" in found}
-    if len(predicted) == len(facts) and (args.test or not changing_hosts(predicted)):
+    # When every host's prediction is the whole answer (--test, or no host would
+    # change anything) no walk is needed.
+    predicted = args.master.predict(sorted(pillars), names) if predict else {}
+    if predict and set(predicted) == set(pillars) and (args.test or not changing_hosts(predicted)):
         return _predicted(args, command, facts, pillars, names, predicted)
     how = "one state run on every host: a prediction has no order to keep" if args.test else WALKS[command]
     print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} ({how})", flush=True)
@@ -439,9 +441,9 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None):
 
 
 def _predicted(args, command, facts, pillars, names, predicted):
-    """A deploy through a master answered by its preflight's prediction: what each host
-    would change (--test), or that none would (no walk)."""
-    print(f"[{command}] predicted in the preflight: kolla.deploy under test=True on every host, in one round trip")
+    """A deploy through a master answered by its prediction: what each host would
+    change (--test), or that none would (no walk)."""
+    print(f"[{command}] predicted: kolla.deploy under test=True on every host at once")
     changed = failed = 0
     for host, states in sorted(predicted.items()):
         host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))

@@ -26,6 +26,8 @@ SYNCED = ("beacons", "grains", "modules", "states")
 # it is asked again (find_job) and waited for; one that does not answer costs this
 # plus the master's gather_job_timeout (10 s), which `status` and preflight wait.
 ANSWER_SECONDS = 10
+# A deploy's prediction: a host that must pull its images first answers late.
+PREDICT_SECONDS = 300
 
 
 def synced_version(folder_of):
@@ -104,14 +106,13 @@ class Master:
             return {m: found.result().get(m) for m in accepted}
 
     # -- before anything changes ------------------------------------------------------
-    def preflight(self, predict=None):
+    def preflight(self):
         """Checks the hosts before a change; returns their facts, from which `pillars`
-        builds (and validates) what each host gets. `predict`: a deploy's services (all
-        when empty), whose prediction each host adds to its facts (host_facts)."""
+        builds (and validates) what each host gets."""
         from .inventory import placement
         from .settings import load_settings
         folder = self.operator_folder()
-        hosts = self.host_facts(predict)
+        hosts = self.host_facts()
         accepted = sorted(hosts)
         if not accepted:
             raise KollaError(f"no minion key is accepted on the master ({self.config_dir}); nothing was changed")
@@ -186,21 +187,26 @@ class Master:
             raise ValidationError(problems)
         return pillars
 
-    def host_facts(self, predict=None):
+    def host_facts(self):
         """{accepted minion: its kolla_container.facts, None when it does not answer};
         hosts running other module code than the checkout's are synced first
-        (saltutil.sync_all). With `predict` (a list of services, all when empty), each
-        host's facts hold kolla.deploy's state run under test=True ("predicted")."""
+        (saltutil.sync_all)."""
         local = synced_version(lambda kind: paths.REPO / "salt" / f"_{kind}")
-        ask = ([] if predict is None else
-               ["predict=True", *([f"services={json.dumps(list(predict))}"] if predict else [])])
-        facts = self.ask_all("kolla_container.facts", *ask)
+        facts = self.ask_all("kolla_container.facts")
         stale = [m for m, f in facts.items() if f is not None and (not isinstance(f, dict) or f["code"] != local)]
         if stale:
             self.out(f"[master] syncing the checkout's Salt modules to {', '.join(stale)}")
             self.returns(stale, "saltutil.sync_all", timeout=120)
-            facts.update(self.returns(stale, "kolla_container.facts", *ask, timeout=ANSWER_SECONDS))
+            facts.update(self.returns(stale, "kolla_container.facts", timeout=ANSWER_SECONDS))
         return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
+
+    def predict(self, hosts, services=()):
+        """{host: its kolla.deploy state run under test=True} (of `services` only, when
+        given), asked of every host at once: what a deploy would change. It may pull
+        images (comparing needs their ids), hence the long wait. A host that gives no
+        answer is left out."""
+        only = [f"pillar={json.dumps({'kolla_services': list(services)})}"] if services else []
+        return self.returns(list(hosts), "state.sls", "kolla.deploy", "test=True", *only, timeout=PREDICT_SECONDS)
 
     def refresh_pillars(self, pillars, facts):
         """Minions take their beacons (the health loop) and settings from pillar: a

@@ -140,15 +140,12 @@ def _engine_error():
         return str(failure) or type(failure).__name__
 
 
-def facts(predict=False, services=None):
+def facts():
     """What a master checks before a change (kolla_salt.master): whether this host's
     Docker engine answers (engine_error: "" when it does), the release each managed
     container runs, its interfaces' IPv4 addresses, the version of the Salt
     modules it runs, a digest of the pillar it holds (kolla_salt.master.held_digest)
-    and what its Galera member holds (kolla_galera.held_facts). With `predict`, also
-    "predicted": kolla.deploy's state run under test=True (of `services` only, when
-    given), so that a deploy's preflight predicts in the same round trip: the walk
-    is skipped when no host would change (kolla_salt.rollout.changing_hosts)."""
+    and what its Galera member holds (kolla_galera.held_facts)."""
     import os
 
     import docker
@@ -157,14 +154,10 @@ def facts(predict=False, services=None):
     from kolla_salt.releases import running_releases
     extmods = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     error = _engine_error()
-    found = {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
-             "interfaces": __grains__.get("ip4_interfaces") or {},
-             "code": synced_version(lambda kind: os.path.join(extmods, kind)), "pillar": held_digest(dict(__pillar__)),
-             "galera": None if error else __salt__["kolla_galera.held_facts"]()}
-    if predict and not error:
-        found["predicted"] = __salt__["state.sls"]("kolla.deploy", test=True,
-                                                   **({"pillar": {"kolla_services": services}} if services else {}))
-    return found
+    return {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
+            "interfaces": __grains__.get("ip4_interfaces") or {},
+            "code": synced_version(lambda kind: os.path.join(extmods, kind)), "pillar": held_digest(dict(__pillar__)),
+            "galera": None if error else __salt__["kolla_galera.held_facts"]()}
 
 
 def status():
