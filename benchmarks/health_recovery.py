@@ -34,7 +34,8 @@ import docker.errors
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
 from kolla_salt import healthloop  # noqa: E402
-from kolla_salt.containers import ContainerManager, passes_check  # noqa: E402
+from kolla_salt.containers import ContainerManager  # noqa: E402
+from kolla_salt.engine import passes_check  # noqa: E402
 from kolla_salt.settings import default_settings  # noqa: E402
 from health_helpers import STANDALONE, standalone_spec  # noqa: E402
 from probes import freeze_service  # noqa: E402

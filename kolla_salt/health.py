@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 
 import docker.errors
 
-from .containers import current_entries
+from .engine import current_entries
 from .generations import History
 from .hostsignals import pressure_between, process_table, read_pressure, service_sample
 from .private import write_private

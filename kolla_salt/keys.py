@@ -155,7 +155,7 @@ def _settle(folder):
 def volume_folder(client, volume, create=False):
     """The host folder of a named volume (created with an id, as the containers'
     volumes are, when `create`); None when it does not exist."""
-    from .containers import create_volume
+    from .engine import create_volume
     import docker.errors
     try:
         return Path(client.volumes.get(volume).attrs["Mountpoint"])

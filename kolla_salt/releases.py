@@ -74,7 +74,7 @@ def running_releases(client, prefix=""):
     the release carry the label)."""
     import docker.errors
 
-    from .containers import current_entries
+    from .engine import current_entries
     from .spec import LABEL_RELEASE
     images, found = {}, {}
     for name, entry in current_entries(client, prefix):

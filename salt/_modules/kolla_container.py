@@ -93,7 +93,7 @@ def present(names):
     (salt/states/kolla/service.jinja). One listing per state run, before it changes
     anything (its states render first)."""
     if "kolla_container.present" not in __context__:
-        from kolla_salt.containers import current_entries
+        from kolla_salt.engine import current_entries
         __context__["kolla_container.present"] = {name for name, _ in current_entries(_client())}
     return [name for name in names if name in __context__["kolla_container.present"]]
 

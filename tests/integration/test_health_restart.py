@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kolla_salt import healthloop
-from kolla_salt.containers import passes_check
+from kolla_salt.engine import passes_check
 from kolla_salt.health import read_json
 from kolla_salt.settings import default_settings
 from kolla_salt.status import health_loop
