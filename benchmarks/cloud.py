@@ -35,7 +35,7 @@ def cloud_settings():
 def throwaway_cloud(prefix, **changes):
     """A BenchEnv of the whole all-in-one cloud with its own names (deployed by the
     caller), removed afterwards with what it made on the host."""
-    env = BenchEnv(prefix, **cloud_settings(), enable_health_loop=False, ovs_integration_bridge=BRIDGE, **changes)
+    env = BenchEnv(prefix, **{**cloud_settings(), "enable_health_loop": False, "ovs_integration_bridge": BRIDGE, **changes})
     try:
         yield env
     finally:
