@@ -34,8 +34,10 @@ def cloud_settings():
 @contextlib.contextmanager
 def throwaway_cloud(prefix, **changes):
     """A BenchEnv of the whole all-in-one cloud with its own names (deployed by the
-    caller), removed afterwards with what it made on the host."""
-    env = BenchEnv(prefix, **{**cloud_settings(), "enable_health_loop": False, "ovs_integration_bridge": BRIDGE, **changes})
+    caller), removed afterwards with what it made on the host: behind haproxy, as
+    `make deploy` puts it."""
+    env = BenchEnv(prefix, **{**cloud_settings(), "enable_haproxy": True, "enable_health_loop": False,
+                              "ovs_integration_bridge": BRIDGE, **changes})
     try:
         yield env
     finally:
