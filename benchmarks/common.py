@@ -19,12 +19,11 @@ from probes import (Prober, keystone_answers, memcached_answers, projects_listed
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 from guest import openstack  # noqa: E402
 
-from kolla_salt.settings import default_settings  # noqa: E402
+from kolla_salt.settings import default_ports  # noqa: E402
 
-# Every port setting (kolla_salt.settings.default_settings) moved away from a real cloud's and the
+# Every port setting (kolla_salt.settings.default_ports) moved away from a real cloud's and the
 # tests' (tests/conftest.py), and below the ephemeral ports, like the tests'.
-PORTS = {key: port + 10000 if port < 20000 else port - 5000
-         for key, port in default_settings().items() if key.endswith("_port")}
+PORTS = {key: port + 10000 if port < 20000 else port - 5000 for key, port in default_ports().items()}
 assert len(set(PORTS.values())) == len(PORTS), PORTS
 # As in tests/conftest.py: images of another namespace than kolla-salt (a branch under work).
 NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")

@@ -428,9 +428,8 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=Fa
                                               **(extra_pillar or {})}, test=args.test)
     changed = failed = 0
     for step in steps:
-        for host, states in sorted(host_returns(step).items()):
-            host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
-            changed, failed = changed + host_changed, failed + host_failed
+        step_changed, step_failed = _summarise_hosts(host_returns(step))
+        changed, failed = changed + step_changed, failed + step_failed
         note = step_note(step)
         if note:
             print(f"[{command}] {note}")
@@ -443,14 +442,21 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=Fa
     return _after_walk(args, command, facts, pillars, names, ok and failed == 0)
 
 
+def _summarise_hosts(by_host):
+    """summarise for each host of {host: its state returns}, each line naming the host:
+    (changed, failed) of them all."""
+    changed = failed = 0
+    for host, states in sorted(by_host.items()):
+        host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
+        changed, failed = changed + host_changed, failed + host_failed
+    return changed, failed
+
+
 def _predicted(args, command, facts, pillars, names, predicted):
     """A deploy through a master answered by its prediction: what each host would
     change (--test), or that none would (no walk)."""
     print(f"[{command}] predicted: kolla.deploy under test=True on every host at once")
-    changed = failed = 0
-    for host, states in sorted(predicted.items()):
-        host_changed, host_failed, _ = summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))
-        changed, failed = changed + host_changed, failed + host_failed
+    changed, failed = _summarise_hosts(predicted)
     if not args.test:
         print(f"[{command}] {describe({})}")
     print(f"[{command}] {len(pillars)} host(s): {changed} changed, {failed} failed")

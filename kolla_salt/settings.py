@@ -163,6 +163,12 @@ def default_settings(problems=None):
     return declared_settings(problems)[0]
 
 
+def default_ports():
+    """{setting: port} of every port setting (its key ends in `_port`) with its default:
+    what tests and benchmarks move elsewhere, each by a rule of its own."""
+    return {key: value for key, value in default_settings().items() if key.endswith("_port")}
+
+
 def wanted_passwords(problems=None):
     """Every passwords.yml key a service folder's settings.yml declares."""
     return list(_checked(lambda found: _composed(found, None, "passwords"), problems)[0])

@@ -14,20 +14,19 @@ import yaml
 
 import guest
 import tempest
-from kolla_salt.settings import default_settings
+from kolla_salt.settings import default_ports
 
 REPO = Path(__file__).resolve().parent.parent
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 
-# Every port setting of the service folders (kolla_salt.settings.default_settings)
+# Every port setting of the service folders (kolla_salt.settings.default_ports)
 # moved far from the defaults, so a deployment on this host never collides, and below
 # 32768: a port in Linux's ephemeral range (32768-60999) may be held for a moment by
 # some outgoing connection, and a server's bind to it then fails. Another rule than
 # benchmarks/common.py's, so a benchmark's cloud and a test's never meet either.
-TEST_PORTS = {key: port + 21000 if port < 11768 else port - 1000
-              for key, port in default_settings().items() if key.endswith("_port")}
-assert len(set(TEST_PORTS.values())) == len(TEST_PORTS) and not set(TEST_PORTS.values()) & {
-    port for key, port in default_settings().items() if key.endswith("_port")}, TEST_PORTS
+TEST_PORTS = {key: port + 21000 if port < 11768 else port - 1000 for key, port in default_ports().items()}
+assert len(set(TEST_PORTS.values())) == len(TEST_PORTS) and not set(TEST_PORTS.values()) & set(
+    default_ports().values()), TEST_PORTS
 # One process per API and RPC service, as kolla-ansible's CI runs: each process loads
 # the whole service, and the suite's clouds share this machine's cores. nova-compute
 # waits 2 s instead of 10 for requests in progress when it stops: the suite's servers

@@ -16,10 +16,12 @@ def running_value(name, value):
         old = current.read().strip()
     if old == str(value):
         ret["comment"] = f"{name} is {value}"
-    elif __opts__["test"]:
-        ret.update(result=None, changes={name: {"old": old, "new": str(value)}}, comment=f"{name} would be {value}")
+        return ret
+    ret["changes"] = {name: {"old": old, "new": str(value)}}
+    if __opts__["test"]:
+        ret.update(result=None, comment=f"{name} would be {value}")
     else:
         with open(path, "w") as setting:
             setting.write(str(value))
-        ret.update(changes={name: {"old": old, "new": str(value)}}, comment=f"{name} set to {value}")
+        ret["comment"] = f"{name} set to {value}"
     return ret

@@ -166,6 +166,7 @@ def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_to
     again = kolla("deploy")
     assert "0 changed, 0 failed" in again and "pillar refreshed" not in again
     assert "[deploy] predicted: nothing to change on any host; no set visited" in again, again
+    assert "state.orchestrate" not in again, again   # the prediction answered it: no walk rendered
     # status shows every host's tree; logs takes HOST:CONTAINER.
     status = kolla("status")
     assert "== host1" in status and "== host3" in status and status.count("memcached  ") >= 3
