@@ -79,6 +79,20 @@ def database_parts(services, prefix):
     return member(mariadb)["spec"]["name"] if mariadb else None, writers, jobs
 
 
+def back_first(services, prefix, ahead):
+    """The names of `services` (deploy order) after the last one that writes to the
+    database with a container in `ahead` (those running a newer release): what a
+    release upgrade took forward last (the compute set). A rollback across a release
+    takes them back first, last first, while the control plane still runs the newer
+    release: an older nova-compute beside a newer conductor is the skew of every
+    upgrade, a newer one beside an older conductor is one nova refuses."""
+    database = f"{prefix}mariadb"
+    writing = [index for index, service in enumerate(services) if database in service.get("fills", ())]
+    after = services[writing[-1] + 1:] if writing else []
+    return [service["name"] for service in after
+            if any(container["spec"]["name"] in ahead for container in service["containers"])]
+
+
 @contextlib.contextmanager
 def desynced(member, out=lambda m: None):
     """A Galera member out of the cluster's flow control while the body runs

@@ -1298,6 +1298,10 @@ def _rollback_release(args):
             user_globals["openstack_release"] = args.release
             pins.services.clear()
             pins.containers.clear()
+        back = _validated_pillar(args)
+        if not _back_first(args, back["kolla"]["services"], settings, running,
+                           lambda step, name: _deploy(step, back)):
+            return 1
         before = _restore(args, pillar, database, manifest, restart_writers=False)
     args.services, args.test = None, False
     args.allow_release_jump = f"the database went back to backup {fitting[-1]}"
@@ -1305,6 +1309,26 @@ def _rollback_release(args):
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
           f"of backup {fitting[-1]} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}")
     return code
+
+
+def _back_first(args, services, settings, running, deploy):
+    """rollback --release: what the upgrade took forward after every service that
+    writes to the database (kolla_salt.backup.back_first; `running`: {container: its
+    release}) goes back first, last first, before the database is touched:
+    `deploy`(its arguments, service name) -> exit code. Declared already: killed half
+    way, the same command goes on. Whether every one went back."""
+    from .backup import back_first
+    ahead = {name for name, release in running.items() if release != args.release}
+    for name in reversed(back_first(services, settings["container_name_prefix"], ahead)):
+        print(f"[rollback] {name} goes back to {args.release} first, while the services it talks to run the newer "
+              f"release (the reverse of the upgrade's order)", flush=True)
+        step = argparse.Namespace(**{**vars(args), "services": name, "test": False,
+                                     "allow_release_jump": f"rollback --release {args.release}"})
+        if deploy(step, name) != 0:
+            print(f"[rollback] FAILED: {name} did not go back to {args.release}; the database was not touched "
+                  f"(the same command goes on)")
+            return False
+    return True
 
 
 def _newer_than(running, release):
@@ -1342,14 +1366,19 @@ def _rollback_release_through_master(args):
         user_globals["openstack_release"] = args.release
         pins.services.clear()
         pins.containers.clear()
+    back = args.master.pillars(facts)
+    every = _all_hosts(back)["kolla"]
+    if not _back_first(args, every["services"], every["settings"],
+                       {key.split(":", 1)[1]: release for key, release in running.items()},
+                       lambda step, name: _orchestrate(step, "kolla.deploy", facts, back, [name])):
+        return 1
     before = _restore_run_through_master(args, target, host, name)
     if before is None:
         return 1
     args.services, args.test = None, False
     args.allow_release_jump = f"the database went back to backup {name}"
-    pillars = args.master.pillars(facts)
-    _check_through_master(pillars, facts, [], args.allow_release_jump)
-    code = _orchestrate(args, "kolla.deploy", facts, pillars, [])
+    _check_through_master(back, facts, [], args.allow_release_jump)
+    code = _orchestrate(args, "kolla.deploy", facts, back, [])
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
           f"of backup {name} of {host} ({time.monotonic() - started:.0f} s); what it replaced is backup "
           f"{before['name']} of {before['host']}")

@@ -7,7 +7,7 @@ import json
 import pytest
 from operator_files import write_secrets
 
-from kolla_salt.backup import (Backups, data_secrets, database_parts, due, forgotten, host_releases, key_values,
+from kolla_salt.backup import (Backups, back_first, data_secrets, database_parts, due, forgotten, host_releases, key_values,
                                release_problems, secret_problems)
 from kolla_salt.errors import ValidationError
 
@@ -104,6 +104,20 @@ def test_the_writers_are_the_containers_of_services_whose_jobs_fill_the_database
     assert database_parts(services[1:], "kst_")[0] is None   # a host without a member: its writers all the same
     services[2]["jobs"] = []   # keystone's job runs on another host
     assert database_parts(services, "kst_")[1:] == (["kst_keystone", "kst_keystone_ssh"], [])
+
+
+def test_a_release_rollback_takes_back_first_what_the_upgrade_took_forward_after_every_writer():
+    """The compute set (deploy order after nova, the last service filling the database)
+    goes back before the database where it runs a newer release (libvirt's image here
+    does not change with the release); ovn, before nova in deploy order, waits for the
+    rest; where nothing writes to the database nothing is taken back first."""
+    services = [{"name": name, "fills": ["kst_mariadb"] if name in ("keystone", "nova") else [],
+                 "containers": [{"spec": {"name": f"kst_{name}"}}]}
+                for name in ("mariadb", "keystone", "ovn", "nova", "libvirt", "nova_compute")]
+    ahead = {"kst_keystone", "kst_ovn", "kst_nova", "kst_nova_compute"}
+    assert back_first(services, "kst_", ahead) == ["nova_compute"]
+    assert back_first(services, "kst_", ahead | {"kst_libvirt"}) == ["libvirt", "nova_compute"]
+    assert back_first(services, "other_", ahead) == []
 
 
 def test_a_backup_kept_through_a_master_is_whole_without_its_secrets_beside_it(tmp_path):
