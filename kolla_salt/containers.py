@@ -427,11 +427,8 @@ class ContainerManager(Swaps, JobRunner):
         first while it still runs (what it made outside itself); its volumes only with
         `remove_volumes`. Returns the plan it carried out (destroy_plan)."""
         plan = self.destroy_plan(prefix)
-        for name, command in plan["endings"].items():
-            ended = self.client.containers.get(name).exec_run(command)
-            self.out(f"{name}: {' '.join(command)}"
-                     + (f": failed ({ended.exit_code}): {ended.output.decode(errors='replace').strip()[-500:]}"
-                        if ended.exit_code else ""))
+        for name in plan["endings"]:
+            self.end(self.client.containers.get(name))
         for name in plan["jobs"]:
             self.client.containers.get(name).remove(force=True)
         for name in plan["containers"]:
@@ -444,6 +441,16 @@ class ContainerManager(Swaps, JobRunner):
             self.client.volumes.get(name).remove()
             self.out(f"removed volume {name}")
         return plan
+
+    def end(self, container):
+        """Runs the on_destroy command of a running container before it goes: what it
+        made outside itself (Open vSwitch's bridges) goes too."""
+        command = declared_spec(container.labels).get("on_destroy") if container.status == "running" else None
+        if command:
+            ended = container.exec_run(command)
+            self.out(f"{container.name}: {' '.join(command)}"
+                     + (f": failed ({ended.exit_code}): {ended.output.decode(errors='replace').strip()[-500:]}"
+                        if ended.exit_code else ""))
 
     def remove(self, container):
         """Removes a managed container, never its volumes; when it is the current

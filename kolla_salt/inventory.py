@@ -130,6 +130,26 @@ def interface_address(settings, interfaces):
     return addresses[0]
 
 
+def tunnel_address(settings, interfaces, datapath):
+    """The IPv4 address Geneve tunnels end on (ovn-controller's encap IP): the API
+    address unless tunnel_interface names a link of its own. With the userspace
+    datapath that link's address moves onto ovs_tunnel_bridge (the openvswitch
+    folder), where it is found after the first deploy."""
+    name, bridge = settings["tunnel_interface"], settings["ovs_tunnel_bridge"]
+    if name in ("", settings["api_interface"]):
+        if name and datapath == "netdev":
+            raise ValidationError([f"globals.yml: key 'tunnel_interface' is '{name}', the API interface: with the "
+                                   f"userspace datapath (netdev) its address would move onto the bridge {bridge}; "
+                                   f"give the tunnels a link of their own, or leave tunnel_interface empty (one "
+                                   f"host needs no tunnel)"])
+        return interface_address(settings, interfaces)
+    found = interfaces.get(name) or interfaces.get(bridge)
+    if not found:
+        raise ValidationError([f"globals.yml: key 'tunnel_interface' is '{name}', which has no IPv4 address on this "
+                               f"host, nor has {bridge} (have: {', '.join(sorted(interfaces))})"])
+    return found[0]
+
+
 def host_facts(settings, address):
     """What a host adds to the settings its services are rendered with: its API address,
     and kolla_internal_fqdn (kolla-ansible's name), the address of the API endpoints:
@@ -652,11 +672,13 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
     `virtualization` (kolla_salt.virt): what the host offers guests (else found here)."""
     settings = load_settings(config_dir, warnings)
     passwords = load_passwords(config_dir, warnings)
-    host = host_facts(settings, interface_address(settings, interfaces or local_interfaces()))
+    interfaces = interfaces or local_interfaces()
+    host = host_facts(settings, interface_address(settings, interfaces))
     virtualization = virtualization or virt.detect()
     host.update(nova_compute_virt_type=settings["nova_compute_virt_type"] or virtualization.virt_type,
                 virtualization=virtualization.describe(),
                 ovs_datapath_type=settings["ovs_datapath_type"] or virtualization.ovs_datapath_type)
+    host["tunnel_interface_address"] = tunnel_address(settings, interfaces, host["ovs_datapath_type"])
     peers = None
     if peer_interfaces:
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}

@@ -69,6 +69,7 @@ class Lab:
         self.rundir = RUN_ROOT / name
         self.switch = f"{name}-sw"
         self.prefix_len = self.topology["network"].split("/")[1]
+        self.tunnel_prefix_len = self.topology["tunnel_network"].split("/")[1]
         self.registry = f"{self.topology['switch']}:{self.topology['registry_port']}"
 
     # -- names ---------------------------------------------------------------------------
@@ -109,32 +110,42 @@ class Lab:
         return {line.split()[0] for line in out.splitlines() if line.strip()}
 
     def _switch(self):
+        """The switch's namespace with two bridges: br0 for the hosts' eth0 (the API
+        network, where the master and the registry listen) and br1 for their eth1 (the
+        tunnel network: Geneve between hosts, `tunnel_interface`)."""
         if self.switch in self._namespaces():
             return
         self.out(f"[lab] switch: namespace {self.switch}, bridge with {self.topology['switch']}")
         run("ip", "netns", "add", self.switch)
         run("ip", "-n", self.switch, "link", "set", "lo", "up")
-        run("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+        for bridge in ("br0", "br1"):
+            run("ip", "-n", self.switch, "link", "add", bridge, "type", "bridge")
+            run("ip", "-n", self.switch, "link", "set", bridge, "up")
         run("ip", "-n", self.switch, "addr", "add", f"{self.topology['switch']}/{self.prefix_len}", "dev", "br0")
-        run("ip", "-n", self.switch, "link", "set", "br0", "up")
 
     def _host_link(self, index, host):
         ns = self.netns(host)
         if ns not in self._namespaces():
             run("ip", "netns", "add", ns)
-        if run("ip", "-n", ns, "link", "show", "eth0", check=False).returncode == 0:
+            run("ip", "-n", ns, "link", "set", "lo", "up")
+        self._link(ns, host, "eth0", host["address"], self.prefix_len, "br0", f"{self.name}-{index}")
+        self._link(ns, host, "eth1", host["tunnel_address"], self.tunnel_prefix_len, "br1", f"{self.name}-{index}t")
+
+    def _link(self, ns, host, name, address, prefix_len, bridge, stem):
+        """The host's link `name` with `address`, its other end (`stem`s) on the
+        switch's `bridge`; left as it is when the host has it."""
+        if run("ip", "-n", ns, "link", "show", name, check=False).returncode == 0:
             return
-        self.out(f"[lab] {host['name']}: namespace {ns}, eth0 {host['address']}")
-        inside, outside = f"{self.name}-{index}h", f"{self.name}-{index}s"
+        self.out(f"[lab] {host['name']}: namespace {ns}, {name} {address}")
+        inside, outside = f"{stem}h", f"{stem}s"
         run("ip", "-n", self.switch, "link", "del", outside, check=False)   # left by a host half made
         run("ip", "link", "add", inside, "type", "veth", "peer", "name", outside)
         run("ip", "link", "set", inside, "netns", ns)
         run("ip", "link", "set", outside, "netns", self.switch)
-        run("ip", "-n", ns, "link", "set", inside, "name", "eth0")
-        run("ip", "-n", ns, "addr", "add", f"{host['address']}/{self.prefix_len}", "dev", "eth0")
-        run("ip", "-n", ns, "link", "set", "eth0", "up")
-        run("ip", "-n", ns, "link", "set", "lo", "up")
-        run("ip", "-n", self.switch, "link", "set", outside, "master", "br0", "up")
+        run("ip", "-n", ns, "link", "set", inside, "name", name)
+        run("ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", name)
+        run("ip", "-n", ns, "link", "set", name, "up")
+        run("ip", "-n", self.switch, "link", "set", outside, "master", bridge, "up")
 
     # -- daemons: each started in its own session, its pid in <run>/<what>.pid ----------------
     def _alive(self, what):
@@ -229,12 +240,14 @@ class Lab:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "globals.yml").write_text(
             "# The lab's globals.yml: every host's API address is its eth0 (lab/topology.yml),\n"
+            "# Geneve tunnels between hosts end on its eth1 (the tunnel network),\n"
             "# and hosts pull their images from the lab's registry, plain HTTP\n"
             "# (`kolla-salt --lab NAME build --push` puts them there). haproxy is off: for\n"
             "# the VIP set enable_haproxy and enable_keepalived to true and\n"
             "# kolla_internal_vip_address to 198.18.0.10 (a lab address no host has).\n"
-            + yaml.safe_dump({"network_interface": "eth0", "docker_registry": self.registry,
-                              "docker_registry_insecure": True, "enable_haproxy": False}))
+            + yaml.safe_dump({"network_interface": "eth0", "tunnel_interface": "eth1",
+                              "docker_registry": self.registry, "docker_registry_insecure": True,
+                              "enable_haproxy": False}))
         run(SALT_BIN / "kolla-salt", "--config-dir", folder, "genpwd")
         self.out(f"[lab] operator folder {folder} (globals.yml, passwords.yml)")
 

@@ -121,10 +121,12 @@ def undeclared(declared_sets):
 
 
 def remove_undeclared(declared_sets):
-    """Removes them (never their volumes); returns the names removed."""
+    """Removes them (never their volumes), each running one's on_destroy command first
+    (as `destroy` does); returns the names removed."""
     manager = _manager()
     removed = []
     for container in _undeclared(manager, declared_sets):
+        manager.end(container)
         manager.remove(container)
         removed.append(container.name)
     return removed

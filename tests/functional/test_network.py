@@ -168,5 +168,5 @@ def test_destroy_removes_the_bridge_the_switch_made_on_this_host(switch, docker_
     `destroy` removes it (the container's on_destroy) before it removes the container."""
     assert sh("ip", "link", "show", BRIDGE).returncode == 0
     out = switch.run("destroy", "--yes-i-really-mean-it").stdout
-    assert f"[destroy] {switch.name('openvswitch_vswitchd')}: ovs-vsctl --if-exists del-br {BRIDGE}" in out, out
+    assert f"[destroy] {switch.name('openvswitch_vswitchd')}: kolla_ovs_bridges_remove {BRIDGE}" in out, out
     assert sh("ip", "link", "show", BRIDGE).returncode != 0

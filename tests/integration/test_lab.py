@@ -133,7 +133,7 @@ def cloud(hosts):
     lab_ = Lab(NAME, 3)
     globals_file = Path(lab_.config_dir()) / "globals.yml"
     settings = yaml.safe_load(globals_file.read_text())
-    assert settings == {"network_interface": "eth0", "docker_registry": "198.18.0.1:5000",
+    assert settings == {"network_interface": "eth0", "tunnel_interface": "eth1", "docker_registry": "198.18.0.1:5000",
                         "docker_registry_insecure": True, "enable_haproxy": False}
     settings["roles"] = {"control": ["host1"], "compute": ["host2", "host3"], "memcached": ["*"]}
     # keystone is what these tests use across hosts; glance and placement have their own (test_cloud.py)
@@ -950,6 +950,85 @@ def test_a_release_upgrade_through_the_master_is_taken_back_with_its_data(hosts,
     pins = Path(cloud["lab"].config_dir()) / "pins.yml"   # every pin dropped: the file goes
     assert not pins.exists() or not (yaml.safe_load(pins.read_text()) or {}).get("services"), pins.read_text()
     assert token_answered(hosts[0], admin_password(cloud))
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
+def test_geneve_joins_ports_on_two_hosts_over_the_tunnel_link(hosts, cloud):
+    """Open vSwitch and ovn-controller on the compute hosts (host2, host3), OVN's
+    databases and northd on host1, tunnel_interface eth1 (the lab's second link): the
+    userspace datapath took each eth1 address onto br-tunnel, each chassis registers
+    its eth1 address as its Geneve endpoint, and a logical switch with a port on each
+    compute host carries ping between them through the tunnel. Disabled again, the
+    services go and each eth1 has its address back."""
+    compute = [h for h in hosts if h["name"] in ("host2", "host3")]
+    settings = yaml.safe_load(cloud["globals"].read_text())
+    cloud["globals"].write_text(yaml.safe_dump({**settings, "enable_openvswitch": True, "enable_ovn": True,
+                                                "enable_ovn_controller": True}))
+    ports = load_settings(cloud["lab"].config_dir())
+    guests = {h["name"]: (f"{NAME}-g{h['name'][-1]}", f"kstg{h['name'][-1]}", f"198.19.0.{h['name'][-1]}")
+              for h in compute}
+    try:
+        kolla("build", "--push")
+        out = kolla("deploy")
+        assert all(f"{h['name']}: changed ovn_controller" in out for h in compute), out
+        northd = engine(hosts[0]).containers.get("ovn_northd")
+
+        def ctl(tool, port, *args):
+            result = northd.exec_run([tool, f"--db=tcp:{hosts[0]['address']}:{ports[port]}", *args])
+            assert result.exit_code == 0, (args, result.output.decode())
+            return result.output.decode().strip()
+
+        tunnel = {h["name"]: h["tunnel_address"] for h in compute}
+        assert sorted(ctl("ovn-sbctl", "ovn_sb_db_port", "--bare", "--columns=ip", "list", "Encap").split()) == \
+            sorted(tunnel.values())
+        for host in compute:
+            moved = subprocess.run(["ip", "-n", f"{NAME}-{host['name']}", "-4", "-o", "addr", "show"],
+                                   capture_output=True, text=True).stdout
+            assert re.search(rf"\bbr-tunnel\s+inet {re.escape(host['tunnel_address'])}/", moved), moved
+            assert not re.search(r"\beth1\s+inet ", moved), moved
+        # A test host on each compute host: a namespace behind a veth whose other end
+        # is a port of br-int, bound to a logical port as nova's VIF plugging does.
+        ctl("ovn-nbctl", "ovn_nb_db_port", "--may-exist", "ls-add", "kst-geneve")
+        for host in compute:
+            netns, link, address = guests[host["name"]]
+            subprocess.run(["ip", "netns", "add", netns], check=True)
+            subprocess.run(["ip", "link", "add", f"{link}a", "type", "veth", "peer", "name", f"{link}b"], check=True)
+            subprocess.run(["ip", "link", "set", f"{link}a", "netns", f"{NAME}-{host['name']}"], check=True)
+            subprocess.run(["ip", "link", "set", f"{link}b", "netns", netns], check=True)
+            subprocess.run(["ip", "-n", netns, "addr", "add", f"{address}/24", "dev", f"{link}b"], check=True)
+            subprocess.run(["ip", "-n", netns, "link", "set", f"{link}b", "up"], check=True)
+            subprocess.run(["ip", "-n", f"{NAME}-{host['name']}", "link", "set", f"{link}a", "up"], check=True)
+            mac = subprocess.run(["ip", "-n", netns, "-brief", "link", "show", f"{link}b"], capture_output=True,
+                                 text=True).stdout.split()[2]
+            ctl("ovn-nbctl", "ovn_nb_db_port", "--may-exist", "lsp-add", "kst-geneve", f"kst-{link}")
+            ctl("ovn-nbctl", "ovn_nb_db_port", "lsp-set-addresses", f"kst-{link}", f"{mac} {address}")
+            added = engine(host).containers.get("openvswitch_vswitchd").exec_run(
+                ["ovs-vsctl", "--may-exist", "add-port", "br-int", f"{link}a", "--", "set", "Interface", f"{link}a",
+                 f"external_ids:iface-id=kst-{link}"])
+            assert added.exit_code == 0, added.output.decode()
+        (source, _, _), (_, _, target) = guests["host2"], guests["host3"]
+        wait_for("ping between the hosts through Geneve", lambda: subprocess.run(
+            ["ip", "netns", "exec", source, "ping", "-c", "1", "-W", "1", target], capture_output=True).returncode == 0,
+                 60)
+        pinged = subprocess.run(["ip", "netns", "exec", source, "ping", "-c", "20", "-i", "0.2", "-W", "1", target],
+                                capture_output=True, text=True).stdout
+        print(f"\nGeneve between host2 and host3 (userspace datapath): {pinged.strip().splitlines()[-1]}")
+        assert " 0% packet loss" in pinged, pinged
+        remotes = engine(compute[0]).containers.get("openvswitch_vswitchd").exec_run(
+            ["ovs-vsctl", "--bare", "--columns=options", "find", "Interface", "type=geneve"]).output.decode()
+        assert f'remote_ip="{tunnel["host3"]}"' in remotes, remotes
+    finally:
+        for host in compute:
+            netns, link, _ = guests[host["name"]]
+            subprocess.run(["ip", "netns", "del", netns], capture_output=True)   # its veth goes with it
+        cloud["globals"].write_text(yaml.safe_dump(settings))
+    out = kolla("deploy")
+    for host in compute:
+        assert f"{host['name']}: changed " in out and "kolla_ovs_bridges_remove br-int eth1 br-tunnel" in out, out
+        addresses = subprocess.run(["ip", "-n", f"{NAME}-{host['name']}", "-4", "-o", "addr", "show"],
+                                   capture_output=True, text=True).stdout
+        assert re.search(rf"\beth1\s+inet {re.escape(host['tunnel_address'])}/", addresses), addresses
+        assert "br-tunnel" not in addresses
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 

@@ -1,3 +1,4 @@
+import json
 import os
 
 import pytest
@@ -137,6 +138,43 @@ def test_an_interface_the_host_does_not_have_is_refused(tmp_path):
         build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"], "eth0": ["198.18.0.2"]})
     write(tmp_path, "globals.yml", {})    # the all-in-one default, lo, stays valid
     assert build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["settings"]["api_interface"] == "lo"
+
+
+def test_tunnels_end_on_the_tunnel_interface_or_on_the_bridge_that_took_its_address(tmp_path):
+    """ovn-controller's encap IP: the API address by default; tunnel_interface's own
+    address; once the userspace datapath moved that address onto ovs_tunnel_bridge,
+    the bridge's (the next deploy renders the same). Refused: the API interface as the
+    tunnel link of the userspace datapath (its address would move into OVS), and a
+    link without an address, naming the key."""
+    write_secrets(tmp_path)
+    openvswitch = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True,
+                   "network_interface": "eth0", "ovs_datapath_type": "netdev"}
+
+    def encap_ip(interfaces, **settings):
+        write(tmp_path, "globals.yml", {**openvswitch, **settings})
+        pillar = build_pillar(tmp_path, interfaces=interfaces)["kolla"]
+        controller = next(s for s in pillar["services"] if s["name"] == "ovn_controller")
+        env = controller["containers"][0]["files"]["ovn-controller.env"]
+        vswitchd = next(c for s in pillar["services"] if s["name"] == "openvswitch"
+                        for c in s["containers"] if c["spec"]["name"] == "openvswitch_vswitchd")
+        return next(line.split("=", 1)[1] for line in env.splitlines() if line.startswith("OVN_ENCAP_IP=")), \
+            json.loads(vswitchd["files"]["config.json"])["command"], vswitchd["spec"]["on_destroy"]
+
+    api = {"lo": ["127.0.0.1"], "eth0": ["198.18.0.12"]}
+    assert encap_ip({**api, "eth1": ["198.18.1.12"]}) == (
+        "198.18.0.12", "kolla_ovs_vswitchd_start netdev br-int", ["kolla_ovs_bridges_remove", "br-int"])
+    # The bridge and its link, where ovs-vswitchd moves the address, and where destroy gives it back.
+    tunnel = ("198.18.1.12", "kolla_ovs_vswitchd_start netdev br-int eth1 br-tunnel",
+              ["kolla_ovs_bridges_remove", "br-int", "eth1", "br-tunnel"])
+    assert encap_ip({**api, "eth1": ["198.18.1.12"]}, tunnel_interface="eth1") == tunnel
+    assert encap_ip({**api, "eth1": [], "br-tunnel": ["198.18.1.12"]}, tunnel_interface="eth1") == tunnel
+    with pytest.raises(ValidationError, match="key 'tunnel_interface' is 'eth0', the API interface: with the "
+                                              "userspace datapath"):
+        encap_ip(api, tunnel_interface="eth0")
+    assert encap_ip(api, tunnel_interface="eth0", ovs_datapath_type="system")[0] == "198.18.0.12"
+    with pytest.raises(ValidationError, match="key 'tunnel_interface' is 'eth1', which has no IPv4 address on this "
+                                              "host, nor has br-tunnel"):
+        encap_ip(api, tunnel_interface="eth1")
 
 
 def test_a_host_receives_only_the_secrets_its_services_use(tmp_path):
