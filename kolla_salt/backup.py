@@ -83,14 +83,24 @@ def back_first(services, prefix, ahead):
     """The names of `services` (deploy order) after the last one that writes to the
     database with a container in `ahead` (those running a newer release): what a
     release upgrade took forward last (the compute set). A rollback across a release
-    takes them back first, last first, while the control plane still runs the newer
-    release: an older nova-compute beside a newer conductor is the skew of every
-    upgrade, a newer one beside an older conductor is one nova refuses."""
+    stops them first, last first, before the writers: a newer nova-compute beside an
+    older conductor is a skew nova refuses. They start again at the older release once
+    the database is back, not before: an older nova service exits at its start while
+    the database records the newer version of its service (ServiceTooOld)."""
     database = f"{prefix}mariadb"
     writing = [index for index, service in enumerate(services) if database in service.get("fills", ())]
     after = services[writing[-1] + 1:] if writing else []
     return [service["name"] for service in after
             if any(container["spec"]["name"] in ahead for container in service["containers"])]
+
+
+def restore_stops(services, prefix, first=()):
+    """The containers here a restore stops, in order: those of the services `first`
+    names (a release rollback's back_first), last first, then the writers in reverse
+    deploy order. A deploy starts them again."""
+    firsts = [container["spec"]["name"] for service in services if service["name"] in first
+              for container in service["containers"]]
+    return firsts[::-1] + database_parts(services, prefix)[1][::-1]
 
 
 @contextlib.contextmanager

@@ -1144,13 +1144,14 @@ def _say_forgotten(found):
         print(f"  {what} {why}: {', '.join(each)}")
 
 
-def _restore(args, pillar, database, manifest, restart_writers=True):
-    """Backs up what it replaces, stops the writers (reverse deploy order, drained) and
-    the member, restores the datadir and the records of the jobs that fill it, starts
-    the member (and, `restart_writers`, the writers; always when the restore failed:
-    they come back to the data they left).
+def _restore(args, pillar, database, manifest, restart_writers=True, first=()):
+    """Backs up what it replaces, stops the writers (reverse deploy order, drained;
+    after the services `first` names: kolla_salt.backup.restore_stops) and the member,
+    restores the datadir and the records of the jobs that fill it, starts the member
+    (and, `restart_writers`, what it stopped; always when the restore failed: they
+    come back to the data they left).
     Returns the manifest of the backup of what it replaced."""
-    from .backup import restore_datadir
+    from .backup import restore_datadir, restore_stops
     from .containers import ContainerManager
     from .settings import load_passwords
     manager = ContainerManager.from_settings(pillar["kolla"]["settings"], load_passwords(args.config_dir).values(),
@@ -1158,7 +1159,8 @@ def _restore(args, pillar, database, manifest, restart_writers=True):
                                              out=lambda m: print(f"[{args.command}] {m}", flush=True))
     before = _backup(args, pillar, f"before restoring {manifest['name']} (kolla-salt {args.command})", database)
     member = database.member
-    stopped = manager.stop_each(database.writers[::-1])
+    stopped = manager.stop_each(restore_stops(pillar["kolla"]["services"],
+                                              pillar["kolla"]["settings"]["container_name_prefix"], first))
     restored = False
     try:
         manager.stop_each([member.name])
@@ -1195,15 +1197,15 @@ def _restore_checked_through_master(args, members, host, name, releases):
     return manifest if _confirmed(args) else None
 
 
-def _restore_run_through_master(args, target, host, name):
+def _restore_run_through_master(args, target, host, name, first=()):
     """A backup of what it replaces, then kolla_galera.restore: the writers stopped on
-    every host, the cluster founded again from `host`'s member holding backup `name`.
-    Returns the manifest of the backup of what it replaced, or None when it failed
-    (said)."""
+    every host (after the services `first` names), the cluster founded again from
+    `host`'s member holding backup `name`. Returns the manifest of the backup of what
+    it replaced, or None when it failed (said)."""
     before = _backup_through_master(args, f"before restoring {name} (kolla-salt {args.command})")
     print(f"[{args.command}] stopping the writers and the members, restoring on {host}", flush=True)
     ok, result = args.master.run("kolla_galera.restore", target=target, host=json.dumps(host),
-                                 name=json.dumps(name), timeout=3700)
+                                 name=json.dumps(name), first=json.dumps(list(first)), timeout=3700)
     result = result if isinstance(result, dict) else {"error": str(result)}
     for each, names in sorted((result.get("stopped") or {}).items()):
         print(f"[{args.command}] {each}: stopped {', '.join(names) if isinstance(names, list) else names}")
@@ -1298,11 +1300,8 @@ def _rollback_release(args):
             user_globals["openstack_release"] = args.release
             pins.services.clear()
             pins.containers.clear()
-        back = _validated_pillar(args)
-        if not _back_first(args, back["kolla"]["services"], settings, running,
-                           lambda step, name: _deploy(step, back)):
-            return 1
-        before = _restore(args, pillar, database, manifest, restart_writers=False)
+        before = _restore(args, pillar, database, manifest, restart_writers=False,
+                          first=_stopped_first(args, pillar["kolla"]["services"], settings, running))
     args.services, args.test = None, False
     args.allow_release_jump = f"the database went back to backup {fitting[-1]}"
     code = _deploy(args, _validated_pillar(args))
@@ -1311,24 +1310,19 @@ def _rollback_release(args):
     return code
 
 
-def _back_first(args, services, settings, running, deploy):
-    """rollback --release: what the upgrade took forward after every service that
-    writes to the database (kolla_salt.backup.back_first; `running`: {container: its
-    release}) goes back first, last first, before the database is touched:
-    `deploy`(its arguments, service name) -> exit code. Declared already: killed half
-    way, the same command goes on. Whether every one went back."""
+def _stopped_first(args, services, settings, running):
+    """rollback --release: the services that stop before the writers
+    (kolla_salt.backup.back_first; `running`: {container: its release}), said. The
+    deploy after the restore starts them at the older release, after the services
+    they talk to."""
     from .backup import back_first
-    ahead = {name for name, release in running.items() if release != args.release}
-    for name in reversed(back_first(services, settings["container_name_prefix"], ahead)):
-        print(f"[rollback] {name} goes back to {args.release} first, while the services it talks to run the newer "
-              f"release (the reverse of the upgrade's order)", flush=True)
-        step = argparse.Namespace(**{**vars(args), "services": name, "test": False,
-                                     "allow_release_jump": f"rollback --release {args.release}"})
-        if deploy(step, name) != 0:
-            print(f"[rollback] FAILED: {name} did not go back to {args.release}; the database was not touched "
-                  f"(the same command goes on)")
-            return False
-    return True
+    first = back_first(services, settings["container_name_prefix"],
+                       {name for name, release in running.items() if release != args.release})
+    if first:
+        print(f"[rollback] {', '.join(reversed(first))} stop first, then the services that write to the database "
+              f"(the reverse of the upgrade's order); they start again at {args.release} once the database is "
+              f"back", flush=True)
+    return first
 
 
 def _newer_than(running, release):
@@ -1368,11 +1362,9 @@ def _rollback_release_through_master(args):
         pins.containers.clear()
     back = args.master.pillars(facts)
     every = _all_hosts(back)["kolla"]
-    if not _back_first(args, every["services"], every["settings"],
-                       {key.split(":", 1)[1]: release for key, release in running.items()},
-                       lambda step, name: _orchestrate(step, "kolla.deploy", facts, back, [name])):
-        return 1
-    before = _restore_run_through_master(args, target, host, name)
+    before = _restore_run_through_master(args, target, host, name, _stopped_first(
+        args, every["services"], every["settings"], {key.split(":", 1)[1]: release
+                                                      for key, release in running.items()}))
     if before is None:
         return 1
     args.services, args.test = None, False

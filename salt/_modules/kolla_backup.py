@@ -85,10 +85,14 @@ def set_job_records(records):
     return True
 
 
-def stop_writers():
+def stop_writers(first=None):
     """Stops the containers here that write to the database, in reverse deploy order
-    (drained first); returns their names. `deploy` starts them again."""
-    return _manager().stop_each(_parts()[1][::-1])
+    (drained first), after those of the services `first` names (a release rollback's
+    compute set: kolla_salt.backup.restore_stops); returns their names. `deploy`
+    starts them again."""
+    from kolla_salt.backup import restore_stops
+    return _manager().stop_each(restore_stops(_kolla()["services"], _kolla()["settings"]["container_name_prefix"],
+                                              first or ()))
 
 
 def restore(name):

@@ -189,8 +189,9 @@ def scheduled():
         return _fail(result, f"scheduled: {type(error).__name__}: {error}")
 
 
-def _restore(target, result, host, name):
-    """Stops the database's writers on every host and every member, puts backup NAME
+def _restore(target, result, host, name, first=None):
+    """Stops the database's writers on every host (after the services FIRST names, a
+    release rollback's compute set) and every member, puts backup NAME
     into HOST's member, empties the other members' datadirs (they hold rows the
     restored history lacks: they join by a full state transfer), puts back each host's
     job records, and founds the cluster from HOST; the others join one at a time.
@@ -203,7 +204,8 @@ def _restore(target, result, host, name):
     manifest = ask(client, [host], "kolla_backup.find", [name]).get(host)
     if not isinstance(manifest, dict):
         return _fail(result, f"mariadb-restore: {host}: {_last_line(manifest)}; nothing was stopped")
-    result["stopped"] = ask(client, everyone, "kolla_backup.stop_writers", timeout=900, attempts=1)
+    result["stopped"] = ask(client, everyone, "kolla_backup.stop_writers", kwarg={"first": first or []},
+                            timeout=900, attempts=1)
     ask(client, members, "kolla_galera.stop", timeout=300)
     said = ask(client, [host], "kolla_backup.restore", [name], timeout=3600, attempts=1).get(host)
     if not isinstance(said, list):   # the datadir is untouched, or half restored (its marker says so)

@@ -7,7 +7,7 @@ import json
 import pytest
 from operator_files import write_secrets
 
-from kolla_salt.backup import (Backups, back_first, data_secrets, database_parts, due, forgotten, host_releases, key_values,
+from kolla_salt.backup import (Backups, back_first, restore_stops, data_secrets, database_parts, due, forgotten, host_releases, key_values,
                                release_problems, secret_problems)
 from kolla_salt.errors import ValidationError
 
@@ -106,18 +106,22 @@ def test_the_writers_are_the_containers_of_services_whose_jobs_fill_the_database
     assert database_parts(services, "kst_")[1:] == (["kst_keystone", "kst_keystone_ssh"], [])
 
 
-def test_a_release_rollback_takes_back_first_what_the_upgrade_took_forward_after_every_writer():
+def test_a_release_rollback_stops_first_what_the_upgrade_took_forward_after_every_writer():
     """The compute set (deploy order after nova, the last service filling the database)
-    goes back before the database where it runs a newer release (libvirt's image here
-    does not change with the release); ovn, before nova in deploy order, waits for the
-    rest; where nothing writes to the database nothing is taken back first."""
+    stops before the writers where it runs a newer release (libvirt's image here does
+    not change with the release), last first; ovn, before nova in deploy order, keeps
+    running; where nothing writes to the database nothing stops first."""
     services = [{"name": name, "fills": ["kst_mariadb"] if name in ("keystone", "nova") else [],
-                 "containers": [{"spec": {"name": f"kst_{name}"}}]}
+                 "containers": [{"spec": {"name": f"kst_{name}", "volumes": [f"kst_{name}:/var/lib/mysql"]}}],
+                 "jobs": [], "post_jobs": []}
                 for name in ("mariadb", "keystone", "ovn", "nova", "libvirt", "nova_compute")]
     ahead = {"kst_keystone", "kst_ovn", "kst_nova", "kst_nova_compute"}
     assert back_first(services, "kst_", ahead) == ["nova_compute"]
     assert back_first(services, "kst_", ahead | {"kst_libvirt"}) == ["libvirt", "nova_compute"]
     assert back_first(services, "other_", ahead) == []
+    assert restore_stops(services, "kst_", ["libvirt", "nova_compute"]) == [
+        "kst_nova_compute", "kst_libvirt", "kst_nova", "kst_keystone"]
+    assert restore_stops(services, "kst_") == ["kst_nova", "kst_keystone"]
 
 
 def test_a_backup_kept_through_a_master_is_whole_without_its_secrets_beside_it(tmp_path):
