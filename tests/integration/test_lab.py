@@ -180,7 +180,8 @@ def test_a_compute_host_gets_no_secret_of_the_control_plane(hosts, cloud):
     assert len(seen["host3"]["kolla"]["services"]) == 2 and seen["host3"]["kolla"]["passwords"] == {}
     assert len(seen["host1"]["kolla"]["passwords"]) >= 5   # the control host's secrets
     # The two services are the ones the master's pillar module builds for host3.
-    pillar = build_pillar(cloud["lab"].config_dir(), minion_id="host3", interfaces={"eth0": ["198.18.0.13"]})
+    pillar = build_pillar(cloud["lab"].config_dir(), minion_id="host3",
+                          interfaces={"eth0": ["198.18.0.13"], "eth1": ["198.18.1.13"]})
     assert [s["name"] for s in pillar["kolla"]["services"]] == ["cron", "memcached"]
 
 
