@@ -387,8 +387,12 @@ def _held_digests(args, hosts, volume):
 
 
 def _all_hosts(pillars):
-    """One pillar-shaped view of every host's services (each once), for _select."""
-    return {"kolla": {"services": list({s["name"]: s for p in pillars.values() for s in p["kolla"]["services"]}.values()),
+    """One pillar-shaped view of every host's services (each once, in deploy order),
+    for _select and what a release rollback stops first."""
+    from .tree import service_order
+    order = {service: index for index, (_, service) in enumerate(service_order())}
+    services = {s["name"]: s for p in pillars.values() for s in p["kolla"]["services"]}
+    return {"kolla": {"services": sorted(services.values(), key=lambda s: order.get(s["name"], len(order))),
                       "settings": next(iter(pillars.values()))["kolla"]["settings"]}}
 
 
@@ -1091,7 +1095,9 @@ def cmd_mariadb_backup(args):
                       f"{manifest['seconds']} s\t{', '.join(sorted(set(manifest['releases'].values()))) or '-'}\t"
                       f"{manifest['why']}")
         return 0
-    manifest = _backup(args, _validated_pillar(args), "asked (kolla-salt mariadb-backup)", incremental=args.incremental)
+    # Through a master the hosts' pillars are the master's (this machine may lack their links).
+    manifest = _backup(args, None if args.master else _validated_pillar(args), "asked (kolla-salt mariadb-backup)",
+                       incremental=args.incremental)
     print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
     return 0
 
