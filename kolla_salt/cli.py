@@ -392,7 +392,7 @@ def _all_hosts(pillars):
     from .tree import service_order
     order = {service: index for index, (_, service) in enumerate(service_order())}
     services = {s["name"]: s for p in pillars.values() for s in p["kolla"]["services"]}
-    return {"kolla": {"services": sorted(services.values(), key=lambda s: order.get(s["name"], len(order))),
+    return {"kolla": {"services": sorted(services.values(), key=lambda s: order[s["name"]]),
                       "settings": next(iter(pillars.values()))["kolla"]["settings"]}}
 
 

@@ -428,7 +428,7 @@ class ContainerManager(Swaps, JobRunner):
         `remove_volumes`. Returns the plan it carried out (destroy_plan)."""
         plan = self.destroy_plan(prefix)
         for name in plan["endings"]:
-            self.end(self.client.containers.get(name))
+            self.run_on_destroy(self.client.containers.get(name))
         for name in plan["jobs"]:
             self.client.containers.get(name).remove(force=True)
         for name in plan["containers"]:
@@ -442,7 +442,7 @@ class ContainerManager(Swaps, JobRunner):
             self.out(f"removed volume {name}")
         return plan
 
-    def end(self, container):
+    def run_on_destroy(self, container):
         """Runs the on_destroy command of a running container before it goes: what it
         made outside itself (Open vSwitch's bridges) goes too."""
         command = declared_spec(container.labels).get("on_destroy") if container.status == "running" else None

@@ -130,11 +130,12 @@ def interface_address(settings, interfaces):
     return addresses[0]
 
 
-def tunnel_address(settings, interfaces, datapath):
-    """The IPv4 address Geneve tunnels end on (ovn-controller's encap IP): the API
-    address unless tunnel_interface names a link of its own. With the userspace
-    datapath that link's address moves onto ovs_tunnel_bridge (the openvswitch
-    folder), where it is found after the first deploy."""
+def tunnel_facts(settings, interfaces, datapath):
+    """Where Geneve tunnels end, when not on the API address (host_facts'): the
+    address of tunnel_interface (ovn-controller's encap IP) and, with the userspace
+    datapath, that link as ovs_tunnel_link: ovs-vswitchd makes it the port of
+    ovs_tunnel_bridge and moves its address there (the openvswitch folder), where it
+    is found after the first deploy."""
     name, bridge = settings["tunnel_interface"], settings["ovs_tunnel_bridge"]
     if name in ("", settings["api_interface"]):
         if name and datapath == "netdev":
@@ -142,12 +143,12 @@ def tunnel_address(settings, interfaces, datapath):
                                    f"userspace datapath (netdev) its address would move onto the bridge {bridge}; "
                                    f"give the tunnels a link of their own, or leave tunnel_interface empty (one "
                                    f"host needs no tunnel)"])
-        return interface_address(settings, interfaces)
+        return {}
     found = interfaces.get(name) or interfaces.get(bridge)
     if not found:
         raise ValidationError([f"globals.yml: key 'tunnel_interface' is '{name}', which has no IPv4 address on this "
                                f"host, nor has {bridge} (have: {', '.join(sorted(interfaces))})"])
-    return found[0]
+    return {"tunnel_interface_address": found[0], "ovs_tunnel_link": name if datapath == "netdev" else ""}
 
 
 def host_facts(settings, address):
@@ -162,6 +163,9 @@ def host_facts(settings, address):
     external = settings["kolla_enable_tls_external"]
     internal_protocol = "https" if settings["kolla_enable_tls_internal"] else "http"
     return {"api_interface_address": address,
+            # Geneve ends on the API address, through no bridge of its own (tunnel_facts
+            # says otherwise for a tunnel_interface).
+            "tunnel_interface_address": address, "ovs_tunnel_link": "",
             "kolla_internal_fqdn": internal,
             # How services reach each other and keystone (openstack.jinja's internal_url).
             "internal_protocol": internal_protocol,
@@ -678,7 +682,7 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
     host.update(nova_compute_virt_type=settings["nova_compute_virt_type"] or virtualization.virt_type,
                 virtualization=virtualization.describe(),
                 ovs_datapath_type=settings["ovs_datapath_type"] or virtualization.ovs_datapath_type)
-    host["tunnel_interface_address"] = tunnel_address(settings, interfaces, host["ovs_datapath_type"])
+    host.update(tunnel_facts(settings, interfaces, host["ovs_datapath_type"]))
     peers = None
     if peer_interfaces:
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}

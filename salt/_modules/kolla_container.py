@@ -126,7 +126,7 @@ def remove_undeclared(declared_sets):
     manager = _manager()
     removed = []
     for container in _undeclared(manager, declared_sets):
-        manager.end(container)
+        manager.run_on_destroy(container)
         manager.remove(container)
         removed.append(container.name)
     return removed
