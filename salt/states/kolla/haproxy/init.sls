@@ -7,13 +7,4 @@ kolla-haproxy-nonlocal-bind:
     - name: net.ipv4.ip_nonlocal_bind
     - value: 1
 {%- endif %}
-# haproxy's swap starts the new generation on the same ports (SO_REUSEPORT), then
-# stops the old one: the connections waiting in the old one's accept queue then
-# move to the new listener instead of being reset (a CI run's certificate renewal
-# had one token request refused). Only swaps need it, and only a deploy swaps, so
-# the running value is enough (Linux 5.14 and later; older kernels skip this).
-kolla-haproxy-migrate-pending-connections:
-  kolla_host.running_value:
-    - name: net.ipv4.tcp_migrate_req
-    - value: 1
 {{ deploy_service("haproxy") }}
