@@ -1,9 +1,10 @@
-"""TLS on haproxy's endpoints: a private CA and haproxy's certificates, made by
-`kolla-salt certificates` or brought by the operator, where kolla-ansible keeps them
+"""TLS on haproxy's endpoints and behind them: a private CA and the certificates, made
+by `kolla-salt certificates` or brought by the operator, where kolla-ansible keeps them
 (the operator folder's certificates/: haproxy.pem for the external VIP and
 haproxy-internal.pem for the internal one, each the certificate chain and its key in
-one file, and ca/root.crt), and the checks a deploy makes of them before anything
-changes."""
+one file; backend-cert.pem and backend-key.pem for the APIs behind haproxy, on every
+host's API address; ca/root.crt), and the checks a deploy makes of them before
+anything changes."""
 import datetime
 import ipaddress
 from dataclasses import dataclass
@@ -28,26 +29,39 @@ RENEW_WITHIN = datetime.timedelta(days=30)   # a deploy warns, `certificates` ma
 CA_IN_CONTAINERS = "/etc/kolla-salt/ca-certificates.crt"
 CA_FILE_NAME = "ca-certificates.crt"
 CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
+# Where an API behind haproxy finds its backend certificate and key (one file), and the
+# variable that tells its server to speak HTTPS with them (kolla_uwsgi_serve).
+BACKEND_IN_CONTAINERS = "/etc/kolla-salt/backend.pem"
+BACKEND_FILE_NAME = "backend.pem"
+BACKEND_VARIABLE = "KOLLA_TLS_BACKEND"
 
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One of haproxy's two faces and what TLS on it takes."""
+    """Where TLS is served (haproxy's two faces, the APIs behind it) and what it takes."""
     flag: str         # the globals.yml key that turns TLS on there
-    pem: str          # its certificate and key, in certificates_dir
+    pem: str          # its certificate (and its key, unless key_file), in certificates_dir
     secret: str       # the passwords key its PEM travels under in the pillar (blanked out of output)
     names: tuple      # the settings whose values it must cover, its name first
+    key_file: str = ""   # its key in a file of its own (kolla-ansible's backend-key.pem)
 
     def covers(self, settings):
-        """The names its certificate must cover (an empty FQDN means the address)."""
-        return [name for name in dict.fromkeys(settings[key] for key in self.names) if name]
+        """The names its certificate must cover (an empty FQDN means the address; a
+        list, such as every host's API address, is each of its names)."""
+        values = [value for key in self.names
+                  for value in (settings[key] if isinstance(settings[key], list) else [settings[key]])]
+        return [name for name in dict.fromkeys(values) if name]
 
 
 EXTERNAL = Endpoint("kolla_enable_tls_external", "haproxy.pem", "haproxy_external_pem",
                     ("kolla_external_fqdn", "kolla_external_vip_address"))
 INTERNAL = Endpoint("kolla_enable_tls_internal", "haproxy-internal.pem", "haproxy_internal_pem",
                     ("kolla_internal_vip_address",))
-ENDPOINTS = (EXTERNAL, INTERNAL)
+# haproxy to the APIs: each host's certificate must cover its API address (one
+# certificate may cover every host's: `kolla-salt certificates` makes that one).
+BACKEND = Endpoint("kolla_enable_tls_backend", "backend-cert.pem", "backend_pem", ("api_interface_address",),
+                   key_file="backend-key.pem")
+ENDPOINTS = (EXTERNAL, INTERNAL, BACKEND)
 
 
 def certificates_dir(settings, config_dir):
@@ -121,10 +135,15 @@ def make(folder, wanted, days=365, out=print):
         write_private(folder / CA_KEY, _pem(ca_key))
         write_private(folder / CA_CERT, _pem(ca_cert))
         out(f"{folder / CA_CERT}: made, the CA clients trust (its key: {folder / CA_KEY})")
+    key_files = {endpoint.pem: endpoint.key_file for endpoint in ENDPOINTS if endpoint.key_file}
     for pem, names in wanted.items():
         key = _new_key()
         cert = _certificate(names[0], "kolla-salt private CA", key.public_key(), ca_key, days, ca=False, names=names)
-        write_private(folder / pem, _pem(cert) + _pem(ca_cert) + _pem(key))
+        if pem in key_files:
+            write_private(folder / key_files[pem], _pem(key))
+            write_private(folder / pem, _pem(cert) + _pem(ca_cert))
+        else:
+            write_private(folder / pem, _pem(cert) + _pem(ca_cert) + _pem(key))
         out(f"{folder / pem}: made for {', '.join(names)}, valid until {cert.not_valid_after_utc:%Y-%m-%d}")
 
 
@@ -135,10 +154,14 @@ def check(folder, endpoint, names, now=None):
     otherwise."""
     path = Path(folder) / endpoint.pem
     fix = "`kolla-salt certificates` makes one"
-    if not path.is_file():
-        raise ValidationError([f"{path}: no such file ({endpoint.flag} needs {endpoint.pem}, the "
-                               f"certificate for {', '.join(names)} and its key): {fix}"])
-    data = path.read_bytes()
+    data = b""
+    for found in (endpoint.pem, endpoint.key_file):
+        if found and not (Path(folder) / found).is_file():
+            raise ValidationError([f"{Path(folder) / found}: no such file ({endpoint.flag} needs "
+                                   f"{' and '.join(filter(None, (endpoint.pem, endpoint.key_file)))}, the "
+                                   f"certificate for {', '.join(names)} and its key): {fix}"])
+        if found:
+            data += (Path(folder) / found).read_bytes().rstrip(b"\n") + b"\n"
     try:
         chain = x509.load_pem_x509_certificates(data)
         key = serialization.load_pem_private_key(

@@ -118,7 +118,7 @@ def cmd_certificates(args):
     from . import certificates
     if not 1 <= args.days <= 3650:
         raise ValidationError([f"--days: between 1 and 3650, got {args.days}"])
-    settings = _settings(args)
+    settings = _with_api_addresses(args, _settings(args))
     wanted = certificates.enabled(settings) or [certificates.EXTERNAL]
     empty = [f"{args.config_dir}/globals.yml: key '{endpoint.names[-1]}' is empty: {endpoint.pem} is for that "
              f"address" for endpoint in wanted if not endpoint.covers(settings)]
@@ -140,6 +140,17 @@ def cmd_certificates(args):
     print("the next `kolla-salt deploy` serves " + ("them" if len(wanted) > 1 else "it")
           + ("" if certificates.enabled(settings) else " once globals.yml sets kolla_enable_tls_external: true"))
     return 0
+
+
+def _with_api_addresses(args, settings):
+    """`settings` with the API addresses of the hosts as api_interface_address, when
+    backend TLS is on: the names its certificate covers (certificates.BACKEND)."""
+    if not settings["kolla_enable_tls_backend"]:
+        return settings
+    from .inventory import interface_address, local_interfaces
+    facts = args.master.host_facts() if args.master else {"this host": {"interfaces": local_interfaces()}}
+    return {**settings, "api_interface_address": sorted(interface_address(settings, found["interfaces"])
+                                                        for found in facts.values() if found)}
 
 
 def cmd_validate(args):
@@ -691,10 +702,11 @@ def _status_through_master(args, pins, tls):
 
 
 def _certificate_status(args, settings):
-    """Each certificate haproxy serves (kolla_enable_tls_external, _internal): its
+    """Each certificate served (kolla_enable_tls_external, _internal, _backend): its
     expiry and whether it is due for renewal, or what is wrong with it."""
     from . import certificates
     folder = certificates.certificates_dir(settings, args.config_dir)
+    settings = _with_api_addresses(args, settings)
     found = []
     for endpoint in certificates.enabled(settings):
         try:

@@ -318,7 +318,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     unmet = unmet_needs(enabled, Path(config_dir) / "globals.yml")
     if unmet:   # their files would not render without what they need: say only what to set
         raise ValidationError(problems + unmet)
-    balanced = loadbalancer_entries(enabled, addresses, problems) if settings["enable_haproxy"] else {}
+    balanced = loadbalancer_entries(enabled, addresses, problems, settings["kolla_enable_tls_backend"]) \
+        if settings["enable_haproxy"] else {}
     services = []
     for top, service in order:
         if service not in definitions:
@@ -348,6 +349,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                     # stop_timeout: a service's own graceful shutdown must end before Docker kills it.
                     text = renderer.template(service, cfg["template"], loadbalancer=list(balanced.values()),
                                              peers=addresses[service], service_addresses=addresses, container=cname,
+                                             ca_file=certificates.CA_IN_CONTAINERS,
                                              stop_timeout=container.get("stop_timeout", ContainerSpec.stop_timeout))
                 except jinja2.TemplateError as error:
                     problems.append(f"salt/states/kolla/{service}/templates/{cfg['template']}: {error}")
@@ -360,10 +362,16 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                         problems.extend(error.problems)
                 files.append((name, cfg))
                 rendered[name] = text
-            # A container whose config names one of the cloud's endpoints calls it: it trusts
-            # the CA (kolla_start copies it where every user of the container reads it). The
-            # others (databases, queues, switches) are left as they are.
-            trusts = ca_certificate and any(endpoint_marker in text for text in rendered.values())
+            # A container whose config names one of the cloud's endpoints calls it, and one
+            # that names the CA's file checks certificates with it (haproxy, the APIs'): it
+            # trusts the CA (kolla_start copies it where every user of the container reads
+            # it). The others (databases, queues, switches) are left as they are.
+            trusts = ca_certificate and any(endpoint_marker in text or certificates.CA_IN_CONTAINERS in text
+                                            for text in rendered.values())
+            front = balanced.get(container.get("backend"))
+            if front and front["backend_tls"]:   # haproxy calls it over TLS (build_pillar checked the PEM)
+                files.append((certificates.BACKEND_FILE_NAME, {"dest": certificates.BACKEND_IN_CONTAINERS}))
+                rendered[certificates.BACKEND_FILE_NAME] = passwords[certificates.BACKEND.secret]
             if trusts:
                 files.append((certificates.CA_FILE_NAME,
                               {"dest": certificates.CA_IN_CONTAINERS, "owner": "root", "perm": "0644"}))
@@ -392,6 +400,9 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
                              config_dir=os.path.join(settings["node_config_directory"], prefix + cname))
             if trusts:
                 spec_data = _trusting(spec_data, certificates.CA_IN_CONTAINERS)
+            if certificates.BACKEND_FILE_NAME in rendered:
+                spec_data["environment"] = {**(spec_data.get("environment") or {}),
+                                            certificates.BACKEND_VARIABLE: certificates.BACKEND_IN_CONTAINERS}
             try:
                 ContainerSpec.from_dict(spec_data, cwhere)
             except ValidationError as error:
@@ -509,7 +520,7 @@ OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", 
                               "external_tls_port")
 
 
-def loadbalancer_entries(definitions, addresses, problems):
+def loadbalancer_entries(definitions, addresses, problems, tls_backend=False):
     """{backend name: entry} from the `loadbalancer:` blocks of the enabled service
     folders (docs/design.md: haproxy), what haproxy's config is made of:
 
@@ -520,7 +531,9 @@ def loadbalancer_entries(definitions, addresses, problems):
             check: /v3
 
     Each entry gets `name` and its `servers` (ADDRESS:PORT, kolla_salt.balancer): both
-    ports of every address in addresses[service] (the hosts that run it)."""
+    ports of every address in addresses[service] (the hosts that run it); and
+    `backend_tls`: with `tls_backend` (kolla_enable_tls_backend), an HTTP entry whose
+    servers are containers of the folder (their `backend:`) is called over TLS."""
     entries = {}
     for service, definition in definitions.items():
         for name, block in (definition.get("loadbalancer") or {}).items():
@@ -562,6 +575,8 @@ def loadbalancer_entries(definitions, addresses, problems):
                                  "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
                                  "maxconn": block.get("maxconn"), "external_tls_port": block.get("external_tls_port"),
                                  "one_active": block.get("one_active", False),
+                                 "backend_tls": tls_backend and block.get("mode", "http") == "http" and any(
+                                     c.get("backend") == name for c in (definition.get("containers") or {}).values()),
                                  "servers": [f"{address}:{port}" for address in addresses.get(service, [])
                                              for port in ports]}
     return entries
@@ -688,7 +703,7 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}
         peers[minion_id] = host["api_interface_address"]
     pins = load_pins(config_dir)
-    for endpoint, path, pem, expiry in certificates.served(settings, config_dir):
+    for endpoint, path, pem, expiry in certificates.served({**settings, **host}, config_dir):
         # A secret like the passwords: in the pillar of the hosts whose files hold it
         # (haproxy's), blanked out of output.
         passwords = {**passwords, endpoint.secret: pem}

@@ -251,6 +251,9 @@ def vip_problems(settings, globals_file):
 def tls_problems(settings, globals_file):
     found = [f"{globals_file}: key '{endpoint.flag}' is true but 'enable_haproxy' is false: haproxy is what "
              f"serves TLS" for endpoint in certificates.enabled(settings) if not settings["enable_haproxy"]]
+    if settings["kolla_enable_tls_backend"] and not settings["kolla_copy_ca_into_containers"]:
+        found.append(f"{globals_file}: key 'kolla_enable_tls_backend' is true but 'kolla_copy_ca_into_containers' "
+                     f"is false: haproxy checks the APIs' certificates against the CA it is given that way")
     if not settings["kolla_enable_tls_external"]:
         return found
     external = settings["kolla_external_vip_address"]

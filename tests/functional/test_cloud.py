@@ -1118,22 +1118,25 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
 
 def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_fails_no_request(
         cloud, docker_client, server):
-    """kolla_enable_tls_external and kolla_enable_tls_internal with what `kolla-salt
-    certificates` makes, and kolla_copy_ca_into_containers: a certificate that does
-    not cover the external VIP is refused before anything changes. Then every endpoint
-    of the catalog is https (public on the external VIP, internal and admin on the
-    internal one) and the services call keystone and each other through them, trusting
-    the private CA: a server boots (nova asks glance, neutron and placement; neutron
-    tells nova its port is plugged), horizon logs the admin in over HTTPS (on its TLS
-    port of the external VIP, where plain HTTP on its port is redirected); the admin's
-    client works with the CA and fails without it; the external VIP's answers carry
-    HSTS and neither VIP serves plain HTTP. Renewed certificates are served by
-    haproxy's next generation while a client asks keystone for tokens over HTTPS: no
-    request fails. Turned off, the catalog is plain HTTP again and a deploy has nothing
-    left to do. Databases, queues and switches call no endpoint: they run on as they were."""
+    """kolla_enable_tls_external, kolla_enable_tls_internal and kolla_enable_tls_backend
+    with what `kolla-salt certificates` makes, and kolla_copy_ca_into_containers: a
+    certificate that does not cover the external VIP is refused before anything
+    changes. Then every endpoint of the catalog is https (public on the external VIP,
+    internal and admin on the internal one) and the services call keystone and each
+    other through them, trusting the private CA: a server boots (nova asks glance,
+    neutron and placement; neutron tells nova its port is plugged), horizon logs the
+    admin in over HTTPS (on its TLS port of the external VIP, where plain HTTP on its
+    port is redirected); the admin's client works with the CA and fails without it; the
+    external VIP's answers carry HSTS and neither VIP serves plain HTTP. Behind haproxy
+    every API answers HTTPS only, with the backend certificate. Renewed certificates are
+    served by haproxy's next generation and the APIs' while a client asks keystone for
+    tokens over HTTPS: no request fails. Turned off, the catalog is plain HTTP again and
+    a deploy has nothing left to do. Databases, queues and switches call no endpoint:
+    they run on as they were."""
     import ssl
 
     from kolla_salt import certificates
+    from kolla_salt.engine import labelled_spec, listen_port
     from probes import Prober, token_issue, token_request
     env = cloud
     port, password = env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"]
@@ -1142,7 +1145,8 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     untouched = ("mariadb", "rabbitmq", "memcached", "openvswitch_db", "ovn_nb_db", "nova_libvirt")
     kept = {c: docker_client.containers.get(env.name(c)).id for c in untouched}
     env.write_globals(kolla_enable_tls_external=True, kolla_external_vip_address=EXTERNAL_VIP,
-                      kolla_enable_tls_internal=True, kolla_copy_ca_into_containers=True)
+                      kolla_enable_tls_internal=True, kolla_enable_tls_backend=True,
+                      kolla_copy_ca_into_containers=True)
     try:
         certificates.make(folder, {"haproxy.pem": ["198.18.21.99"]}, out=lambda m: None)   # another address's
         proc = env.run("deploy", check=False)
@@ -1151,12 +1155,14 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         assert started_at(docker_client, env) == before
         made = env.run("certificates", "--renew").stdout
         assert f"haproxy.pem: made for {EXTERNAL_VIP}" in made and f"haproxy-internal.pem: made for {VIP}" in made
+        assert "backend-cert.pem: made for 127.0.0.1" in made       # the all-in-one's API address
         began = time.monotonic()
         env.run("deploy")
         print(f"\nTLS on both VIPs turned on: {time.monotonic() - began:.0f} s")
         said = env.run("status").stdout
         assert f"TLS certificate {folder / 'haproxy.pem'}: valid until" in said
         assert f"TLS certificate {folder / 'haproxy-internal.pem'}: valid until" in said
+        assert f"TLS certificate {folder / 'backend-cert.pem'}: valid until" in said
         for interface, address in (("public", EXTERNAL_VIP), ("internal", VIP), ("admin", VIP)):
             urls = env.openstack("endpoint", "list", "--interface", interface, "-c", "URL").split()
             assert urls and all(url.startswith(f"https://{address}:") for url in urls), (interface, urls)
@@ -1181,6 +1187,13 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         for address in (EXTERNAL_VIP, VIP):
             with pytest.raises((urllib.error.URLError, ConnectionError)):
                 token_issue(port, password, address)                  # plain HTTP on a TLS port
+        keystone = docker_client.containers.get(env.name("keystone"))
+        listen = labelled_spec(keystone).listen                       # where haproxy calls it
+        behind_port, behind_address = listen_port(keystone, listen), listen["address"]
+        with token_issue(behind_port, password, behind_address, tls=trusted) as answer:
+            assert answer.status == 201
+        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+            token_issue(behind_port, password, behind_address)        # behind haproxy too: HTTPS only
         tls_port = env.globals["horizon_tls_port"]
         page, address = horizon_login(cloud, password, f"https://{EXTERNAL_VIP}", trusted, port=tls_port)
         assert address.endswith("/project/") and "<title>Overview - OpenStack Dashboard</title>" in page, address
@@ -1205,7 +1218,7 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, env))
     finally:
         env.write_globals(kolla_enable_tls_external=False, kolla_enable_tls_internal=False,
-                          kolla_copy_ca_into_containers=False)
+                          kolla_enable_tls_backend=False, kolla_copy_ca_into_containers=False)
         began = time.monotonic()
         env.run("deploy")
         print(f"TLS on both VIPs turned off: {time.monotonic() - began:.0f} s")

@@ -165,3 +165,55 @@ def test_internal_tls_from_the_private_ca_without_copying_it_is_refused(tmp_path
     with pytest.raises(ValidationError) as error:
         pillar(tmp_path, INTERNAL_TLS)
     assert f"{tmp_path / 'certificates' / certificates.CA_CERT}: no such file" in error.value.problems[0]
+
+
+def test_with_backend_tls_haproxy_calls_each_api_over_https_checking_its_certificate(tmp_path):
+    """kolla_enable_tls_backend: every API haproxy balances gets backend-cert.pem and
+    backend-key.pem (kolla-ansible's two files, made for the host's API address) and
+    serves HTTPS with them; haproxy calls and checks it over TLS, trusting the CA. The
+    console proxy and the database stay as they are, and a certificate for another
+    address is refused naming the file."""
+    folder = tmp_path / "certificates"
+    certificates.make(folder, {certificates.BACKEND.pem: ["127.0.0.1"]}, out=lambda m: None)
+    assert (folder / "backend-key.pem").stat().st_mode & 0o777 == 0o600
+    assert "PRIVATE KEY" not in (folder / "backend-cert.pem").read_text()
+    backend_tls = {"kolla_enable_tls_backend": True, "kolla_copy_ca_into_containers": True,
+                   "enable_horizon": True, "enable_nova": True}
+    kolla = pillar(tmp_path, backend_tls)
+    services = {s["name"]: s for s in kolla["services"]}
+    cfg = services["haproxy"]["containers"][0]["files"]["haproxy.cfg"]
+    tls = f"ssl verify required ca-file {certificates.CA_IN_CONTAINERS}"
+    for entry in ("keystone", "glance", "placement", "nova_api", "horizon"):   # checks and requests
+        for backend in (entry, f"{entry}_waiting"):
+            servers = [line for line in cfg.split(f"\nbackend {backend}\n")[1].split("\n\n")[0].splitlines()
+                       if line.lstrip().startswith("server ")]
+            assert servers and all(line.endswith(tls) for line in servers), (backend, servers)
+    assert tls not in cfg.split("\nbackend nova_novncproxy\n")[1].split("\n\n")[0]   # websockify: plain
+    assert certificates.CA_FILE_NAME in services["haproxy"]["containers"][0]["files"]   # it checks with the CA
+    pem = (folder / "backend-cert.pem").read_text() + (folder / "backend-key.pem").read_text()
+    for service in ("keystone", "glance", "placement", "horizon", "nova"):
+        container = next(c for c in services[service]["containers"] if c["spec"].get("listen"))
+        assert container["files"][certificates.BACKEND_FILE_NAME] == pem, service
+        started = json.loads(container["files"]["config.json"])
+        assert {"source": f"/var/lib/kolla/config_files/{certificates.BACKEND_FILE_NAME}",
+                "dest": certificates.BACKEND_IN_CONTAINERS, "owner": started["user"], "perm": "0600"} in \
+            started["config_files"], service      # readable by the service's user only
+        assert container["spec"]["environment"][certificates.BACKEND_VARIABLE] == certificates.BACKEND_IN_CONTAINERS
+    assert kolla["passwords"][certificates.BACKEND.secret] == pem     # blanked out of output like a password
+    for container in ("mariadb", "nova_novncproxy", "nova_conductor"):
+        spec = next(c for s in kolla["services"] for c in s["containers"] if c["spec"]["name"] == container)
+        assert certificates.BACKEND_FILE_NAME not in spec["files"], container
+
+    certificates.make(folder, {certificates.BACKEND.pem: ["127.0.0.2"]}, out=lambda m: None)
+    with pytest.raises(ValidationError) as error:
+        pillar(tmp_path, backend_tls)
+    assert f"{folder / 'backend-cert.pem'}: does not cover 127.0.0.1 (api_interface_address)" in \
+        error.value.problems[0]
+    (folder / "backend-key.pem").unlink()
+    with pytest.raises(ValidationError) as error:
+        pillar(tmp_path, backend_tls)
+    assert f"{folder / 'backend-key.pem'}: no such file" in error.value.problems[0]
+    with pytest.raises(ValidationError) as error:
+        pillar(tmp_path, {**backend_tls, "kolla_copy_ca_into_containers": False})
+    assert "key 'kolla_enable_tls_backend' is true but 'kolla_copy_ca_into_containers' is false" in \
+        "\n".join(error.value.problems)
