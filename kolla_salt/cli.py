@@ -110,11 +110,12 @@ def _volume_keys_here(volume):
 
 
 def cmd_certificates(args):
-    """A private CA (kept once made) and haproxy's certificate for each endpoint TLS is
-    on for (kolla_salt.certificates: haproxy.pem for the external VIP and FQDN,
-    haproxy-internal.pem for the internal VIP; the external one when neither is on);
-    a current one is kept while it is valid for more than 30 days and covers them,
-    unless --renew."""
+    """A private CA (kept once made) and the certificate of each endpoint TLS is on for
+    (kolla_salt.certificates: haproxy.pem for the external VIP and FQDN,
+    haproxy-internal.pem for the internal VIP, the external one when neither is on;
+    backend-cert.pem and backend-key.pem for the API address of this host, or of every
+    host through a master); a current one is kept while it is valid for more than 30
+    days and covers them, unless --renew."""
     from . import certificates
     if not 1 <= args.days <= 3650:
         raise ValidationError([f"--days: between 1 and 3650, got {args.days}"])
@@ -1493,9 +1494,9 @@ def build_parser():
     p.add_argument("--batch", type=int, default=1, help="through a master: hosts upgraded at a time (default 1)")
     add_release_jump(p)
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")
-    p = add("certificates", cmd_certificates, "make a private CA and the certificate of each VIP TLS is on for "
-            "(certificates/haproxy.pem, haproxy-internal.pem and ca/root.crt in the operator folder, mode 0600; "
-            "a valid one is kept)")
+    p = add("certificates", cmd_certificates, "make a private CA and the certificate of each endpoint TLS is on "
+            "for (certificates/haproxy.pem, haproxy-internal.pem, backend-cert.pem and backend-key.pem, and "
+            "ca/root.crt in the operator folder, mode 0600; a valid one is kept)")
     p.add_argument("--days", type=int, default=365, help="how long the certificates are valid (default 365)")
     p.add_argument("--renew", action="store_true", help="make new certificates even if the current ones are valid")
     add("genpwd", cmd_genpwd, "fill missing passwords in passwords.yml and make missing key repositories "
@@ -1566,7 +1567,7 @@ def build_parser():
 
 
 THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "unpin", "stop",
-                  "destroy", "mariadb-recovery", "mariadb-backup", "mariadb-restore", "rotate-keys")
+                  "destroy", "mariadb-recovery", "mariadb-backup", "mariadb-restore", "rotate-keys", "certificates")
 
 
 def _through_master(args):

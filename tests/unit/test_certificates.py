@@ -217,3 +217,29 @@ def test_with_backend_tls_haproxy_calls_each_api_over_https_checking_its_certifi
         pillar(tmp_path, {**backend_tls, "kolla_copy_ca_into_containers": False})
     assert "key 'kolla_enable_tls_backend' is true but 'kolla_copy_ca_into_containers' is false" in \
         "\n".join(error.value.problems)
+
+
+def test_through_a_master_the_backend_certificate_covers_every_hosts_api_address(tmp_path):
+    """`kolla-salt --master DIR certificates` with backend TLS: one certificate for the
+    API address of every host that answers (their facts), which each host's pillar then
+    finds covering its own."""
+    from argparse import Namespace
+
+    from cryptography import x509
+
+    from kolla_salt.cli import cmd_certificates
+
+    class Master:   # the facts a salt-master's hosts give (kolla_container.facts)
+        def host_facts(self):
+            return {"host1": {"interfaces": {"eth0": ["198.18.0.11"]}},
+                    "host2": {"interfaces": {"eth0": ["198.18.0.12"]}}, "host3": None}
+
+    write_secrets(tmp_path)
+    (tmp_path / "globals.yml").write_text(yaml.safe_dump({
+        "network_interface": "eth0", "kolla_enable_tls_backend": True, "kolla_copy_ca_into_containers": True}))
+    assert cmd_certificates(Namespace(master=Master(), config_dir=str(tmp_path), days=30, renew=False)) == 0
+    cert = x509.load_pem_x509_certificate((tmp_path / "certificates" / certificates.BACKEND.pem).read_bytes())
+    covered = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in covered.get_values_for_type(x509.IPAddress)] == ["198.18.0.11", "198.18.0.12"]
+    for address in ("198.18.0.11", "198.18.0.12"):
+        certificates.check(tmp_path / "certificates", certificates.BACKEND, [address])
