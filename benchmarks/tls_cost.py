@@ -5,8 +5,12 @@ HTTPS on the external VIP (kolla_enable_tls_external, a certificate of `kolla-sa
 certificates`), with the same closed-loop users (each asks again as soon as it has
 its answer, on a new connection: a full TLS handshake per request, the costliest
 case), then the ratio: for tokens (a password hash each, what clients start with)
-and for keystone's version document (no work behind it: the handshake's own cost). Also the time `certificates --renew` plus the deploy that
-serves the new certificate takes, and the longest gap a token client saw meanwhile.
+and for keystone's version document (no work behind it: the handshake's own cost).
+Then the same over HTTPS with TLS behind haproxy too (kolla_enable_tls_backend:
+haproxy calls keystone over TLS, a handshake per request there as well). Also the
+time `certificates --renew` plus the deploy that serves the new certificates takes
+(haproxy's and keystone's new generations), and the longest gap a token client saw
+meanwhile.
 
 Usage: .venv/bin/python benchmarks/tls_cost.py [--help] [--users N,N] [--seconds S]
 It deploys a throw-away keystone behind haproxy (own names and ports) and removes it."""
@@ -60,13 +64,24 @@ def main():
         vip = env.globals.get("kolla_internal_vip_address", "127.0.0.10")
         trusted = ssl.create_default_context(cafile=str(env.config_dir / "certificates" / "ca" / "root.crt"))
         rate(token_probe(port, password, vip), 1, 5)   # warm: keystone's caches, haproxy's first connections
+        plain = {}
         for what, make in (("tokens", token_probe), ("version documents", version_probe)):
             for users in counts:
-                plain = rate(make(port, password, vip), users, args.seconds)
+                plain[what, users] = rate(make(port, password, vip), users, args.seconds)
                 tls = rate(make(port, password, EXTERNAL_VIP, trusted), users, args.seconds)
-                print(f"{what}, {users} users: plain HTTP {plain[0]:6.1f}/s (p50 {plain[1]:.3f} s, {plain[2]} "
-                      f"failed), HTTPS {tls[0]:6.1f}/s (p50 {tls[1]:.3f} s, {tls[2]} failed): "
-                      f"TLS serves {tls[0] / plain[0]:.2f}x", flush=True)
+                print(f"{what}, {users} users: plain HTTP {plain[what, users][0]:6.1f}/s (p50 "
+                      f"{plain[what, users][1]:.3f} s, {plain[what, users][2]} failed), HTTPS "
+                      f"{tls[0]:6.1f}/s (p50 {tls[1]:.3f} s, {tls[2]} failed): "
+                      f"TLS serves {tls[0] / plain[what, users][0]:.2f}x", flush=True)
+        print("[tls] TLS behind haproxy too (kolla_enable_tls_backend)", flush=True)
+        env.write_globals(kolla_enable_tls_backend=True, kolla_copy_ca_into_containers=True)
+        env.run("certificates")
+        env.run("deploy")
+        for what, make in (("tokens", token_probe), ("version documents", version_probe)):
+            for users in counts:
+                both = rate(make(port, password, EXTERNAL_VIP, trusted), users, args.seconds)
+                print(f"{what}, {users} users: HTTPS with TLS behind haproxy {both[0]:6.1f}/s (p50 {both[1]:.3f} s, "
+                      f"{both[2]} failed): {both[0] / plain[what, users][0]:.2f}x plain HTTP", flush=True)
         prober = Prober(token_request(port, password, EXTERNAL_VIP, timeout=60, tls=trusted), 0.1, limit=3000)
         prober.start()
         try:
