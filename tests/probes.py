@@ -5,11 +5,13 @@ Run as a script, it is such a client in a lab host's namespace (see main):
     ip netns exec NS python tests/probes.py --address 198.18.0.10 --every 0.05"""
 import argparse
 import contextlib
+import http.client
 import json
 import math
 import os
 import sys
 import socket
+import ssl
 import threading
 import time
 import urllib.error
@@ -87,6 +89,23 @@ def memcached_answers(port, timeout=1.0):
 def keystone_answers(port, timeout=1.0, address="127.0.0.1"):
     """Whether keystone on loopback `port` serves its version document."""
     return urllib.request.urlopen(f"http://{address}:{port}/v3", timeout=timeout).status == 200
+
+
+def answers_plain_http(address, port, timeout=5):
+    """Whether a server at address:port answers a plain HTTP request (one that speaks
+    only TLS does not)."""
+    try:
+        with urllib.request.urlopen(f"http://{address}:{port}/", timeout=timeout):
+            return True
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def trusting(cafile):
+    """A TLS client context that trusts the CA whose certificate is in `cafile`."""
+    return ssl.create_default_context(cafile=cafile)
 
 
 def token_issue(port, password, address="127.0.0.1", user="admin", project=None, timeout=5, tls=None):

@@ -728,16 +728,23 @@ def token_answered(host, password):
     return probe_from(host, f"token_request(5000, password, {VIP!r})()", password) is True
 
 
-def deploy_under_a_token_client(client_host, password, override, text, what):
-    """A deploy of a config override (`text` written to `override`: declared from then
-    on) while a client on `client_host` asks keystone for tokens through the VIP (each
+def an_override(override, text):
+    """A change of the declared state: `text` written to the config override `override`."""
+    def write():
+        override.parent.mkdir(parents=True, exist_ok=True)
+        override.write_text(text)
+    return write
+
+
+def deploy_under_a_token_client(client_host, password, change, what):
+    """A deploy of a change of the declared state (`change()`, run once the client
+    asks) while a client on `client_host` asks keystone for tokens through the VIP (each
     token reads the database): (the deploy's output, the client's figures, when the
     deploy began by the wall clock). The figures are printed, and when each failure came."""
-    override.parent.mkdir(parents=True, exist_ok=True)
     probe = vip_client(client_host, admin_password=password)
     try:
         time.sleep(1)
-        override.write_text(text)
+        change()
         began, began_wall = time.monotonic(), time.time()
         out = kolla("deploy")
     finally:
@@ -753,9 +760,13 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     """keystone grown from host1 to all three hosts (with the database; memcached is on
     all three already): each keystone validates the tokens another issued, from the
     same keys in every volume. A key rotation reaches all three; tokens from before stay
-    valid. A reconfigure replaces them one host at a time (each drained in every
-    haproxy) while a client asks for tokens through the VIP: none fails, and the schema
-    is contracted once, on the last host, after all three serve the new generation."""
+    valid. Turning TLS behind haproxy on (kolla_enable_tls_backend, the certificate
+    `certificates` makes through the master for every host's address) replaces them one
+    host at a time (each drained in every haproxy, whose own new generations take the
+    old ones' sockets over) while a client asks for tokens through the VIP: none fails,
+    the schema is contracted once, on the last host, after all three serve the new
+    generation, and then each keystone answers HTTPS only, with the certificate the CA
+    signed, to a client on another host."""
     host1, host2, host3 = hosts
     out = clusters
     for host in ("host2", "host3"):
@@ -797,11 +808,17 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
                       password) == [True, True, True]
     assert validated_everywhere(2)[1] == [True, True, True]
 
+    def backend_tls():
+        settings = yaml.safe_load(cloud["globals"].read_text())
+        settings.update(kolla_enable_tls_backend=True, kolla_copy_ca_into_containers=True)
+        cloud["globals"].write_text(yaml.safe_dump(settings))
+        made = kolla("certificates")
+        assert "backend-cert.pem: made for " + ", ".join(sorted(h["address"] for h in hosts)) in made, made
+
     holder = vip_off(hosts, "host1")
     out, seen, began_wall = deploy_under_a_token_client(
-        next(h for h in hosts if h["name"] not in ("host1", holder)), password,
-        Path(cloud["lab"].config_dir()) / "config" / "keystone" / "keystone.conf", "[DEFAULT]\nmax_param_size = 66\n",
-        f"keystone replaced on 3 hosts one at a time, VIP on {holder}")
+        next(h for h in hosts if h["name"] not in ("host1", holder)), password, backend_tls,
+        f"keystone replaced on 3 hosts one at a time to serve TLS behind haproxy, VIP on {holder}")
     for host in hosts:   # when each host's new keystone started and its old one stopped (s into the deploy)
         new = engine(host).containers.get("keystone")
         old = engine(host).containers.get(f"keystone.gen{int(new.labels['kolla.generation']) - 1}")
@@ -813,6 +830,13 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     assert swapped == sorted(swapped) and len(contracted) == 1 and contracted[0].startswith("host3:"), out
     assert out.index(contracted[0]) > swapped[-1]
     assert seen["sent"] >= 50 and seen["failed"] == 0, (seen["failures"], out)
+    for host in hosts:
+        assert f"{host['name']}: changed haproxy: haproxy recreated" in out, out
+    ca = Path(cloud["lab"].config_dir()) / "certificates" / "ca" / "root.crt"
+    servers = [(h["address"], int(engine(h).containers.get("keystone").labels["kolla.listen-port"])) for h in hosts]
+    asked = (f"[[token_issue(p, password, a, timeout={SLOW}, tls=trusting({str(ca)!r})).status "
+             f"for a, p in {servers!r}], [answers_plain_http(a, p) for a, p in {servers!r}]]")
+    assert probe_from(host2, asked, password) == [[201, 201, 201], [False, False, False]]
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
@@ -825,8 +849,8 @@ def test_galera_members_are_replaced_one_at_a_time_without_a_failed_request(host
     password = admin_password(cloud)
     before = [rows(h) for h in hosts]
     out, seen, _ = deploy_under_a_token_client(
-        hosts[2], password, Path(cloud["lab"].config_dir()) / "config" / "mariadb" / "my.cnf",
-        "[mysqld]\nmax_connections = 1001\n", "Galera members replaced one at a time")
+        hosts[2], password, an_override(Path(cloud["lab"].config_dir()) / "config" / "mariadb" / "my.cnf",
+                                        "[mysqld]\nmax_connections = 1001\n"), "Galera members replaced one at a time")
     for host in hosts:
         assert f"{host['name']}: changed mariadb: mariadb recreated" in out, out
         assert f"{host['address']}:3306 drained in the haproxy of host1, host2, host3" in out, out
