@@ -1158,7 +1158,7 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         assert "backend-cert.pem: made for 127.0.0.1" in made       # the all-in-one's API address
         began = time.monotonic()
         env.run("deploy")
-        print(f"\nTLS on both VIPs turned on: {time.monotonic() - began:.0f} s")
+        print(f"\nTLS on both VIPs and behind haproxy turned on: {time.monotonic() - began:.0f} s")
         said = env.run("status").stdout
         assert f"TLS certificate {folder / 'haproxy.pem'}: valid until" in said
         assert f"TLS certificate {folder / 'haproxy-internal.pem'}: valid until" in said
@@ -1221,7 +1221,7 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
                           kolla_enable_tls_backend=False, kolla_copy_ca_into_containers=False)
         began = time.monotonic()
         env.run("deploy")
-        print(f"TLS on both VIPs turned off: {time.monotonic() - began:.0f} s")
+        print(f"TLS on both VIPs and behind haproxy turned off: {time.monotonic() - began:.0f} s")
     public = env.openstack("endpoint", "list", "-c", "URL").split()
     assert public and all(url.startswith(f"http://{VIP}:") for url in public), public
     assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
