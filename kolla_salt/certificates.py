@@ -52,6 +52,11 @@ class Endpoint:
                   for value in (settings[key] if isinstance(settings[key], list) else [settings[key]])]
         return [name for name in dict.fromkeys(values) if name]
 
+    @property
+    def files(self):
+        """Its files in certificates_dir: the certificate's, then its key's when apart."""
+        return tuple(name for name in (self.pem, self.key_file) if name)
+
 
 EXTERNAL = Endpoint("kolla_enable_tls_external", "haproxy.pem", "haproxy_external_pem",
                     ("kolla_external_fqdn", "kolla_external_vip_address"))
@@ -154,14 +159,12 @@ def check(folder, endpoint, names, now=None):
     otherwise."""
     path = Path(folder) / endpoint.pem
     fix = "`kolla-salt certificates` makes one"
-    data = b""
-    for found in (endpoint.pem, endpoint.key_file):
-        if found and not (Path(folder) / found).is_file():
-            raise ValidationError([f"{Path(folder) / found}: no such file ({endpoint.flag} needs "
-                                   f"{' and '.join(filter(None, (endpoint.pem, endpoint.key_file)))}, the "
-                                   f"certificate for {', '.join(names)} and its key): {fix}"])
-        if found:
-            data += (Path(folder) / found).read_bytes().rstrip(b"\n") + b"\n"
+    paths = [Path(folder) / name for name in endpoint.files]
+    missing = [p for p in paths if not p.is_file()]
+    if missing:
+        raise ValidationError([f"{p}: no such file ({endpoint.flag} needs {' and '.join(endpoint.files)}, the "
+                               f"certificate for {', '.join(names)} and its key): {fix}" for p in missing])
+    data = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in paths)
     try:
         chain = x509.load_pem_x509_certificates(data)
         key = serialization.load_pem_private_key(
