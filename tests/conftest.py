@@ -76,8 +76,14 @@ class KollaEnv:
         self.run("genpwd")
 
     def write_globals(self, **changes):
+        """globals.yml with `changes` (a key given None goes), on top of what it declares
+        now: commands record their decisions there too (`upgrade --release` its release)."""
+        path = self.config_dir / "globals.yml"
+        if path.exists():
+            self.globals = yaml.safe_load(path.read_text())
         self.globals.update(changes)
-        (self.config_dir / "globals.yml").write_text(yaml.safe_dump(self.globals))
+        self.globals = {key: value for key, value in self.globals.items() if value is not None}
+        path.write_text(yaml.safe_dump(self.globals))
 
     def run(self, *args, check=True):
         proc = subprocess.run([KOLLA, "--config-dir", str(self.config_dir), *args],

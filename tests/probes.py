@@ -340,15 +340,20 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=5, help="seconds a request may take before it counts as failed")
     parser.add_argument("--settle", type=float, default=0,
                         help="with --listers: seconds to keep asking for their token before counting starts")
+    parser.add_argument("--cafile", help="with a password: ask for tokens over HTTPS, trusting this CA")
     args = parser.parse_args(argv)
     if not args.address and not args.amqp:
         parser.error("--address or --amqp is required")
+    if args.cafile and args.listers:
+        parser.error("--cafile: the listers ask over plain HTTP only")
     password = os.environ.get("KST_ADMIN_PASSWORD")
     if args.amqp:
         probers = [Prober(amqp_round_trip(args.amqp.split(","), os.environ["KST_AMQP_USER"], os.environ["KST_AMQP_PASSWORD"],
                                           timeout=args.timeout), args.every, args.limit)]
     elif password:
-        probers = [Prober(token_request(args.port, password, args.address, timeout=args.timeout), args.every, args.limit)]
+        tls = trusting(args.cafile) if args.cafile else None
+        probers = [Prober(token_request(args.port, password, args.address, timeout=args.timeout, tls=tls), args.every,
+                          args.limit)]
         if args.listers:
             settled = time.monotonic() + args.settle
             while True:

@@ -18,10 +18,11 @@ VENV = REPO / ".venv" / "tempest"
 INSTALLED = VENV / "installed"   # written last: a virtualenv without it is a partial one
 LOG = REPO / ".venv" / "tempest-install.log"
 _installing = None
-# The API smoke tests of compute and network (servers, flavors, keypairs, security
-# groups; networks, subnets, ports, routers): minutes, not an hour. Scenario tests
-# log in to their servers with ssh, which the project's guest does not serve.
-SMOKE = r"^tempest\.api\.(compute|network)\..*\[.*\bsmoke\b.*\]"
+# The API smoke tests of identity, compute and network (tokens and the API's versions;
+# servers, flavors, keypairs, security groups; networks, subnets, ports, routers):
+# minutes, not an hour. Scenario tests log in to their servers with ssh, which the
+# project's guest does not serve.
+SMOKE = r"^tempest\.api\.(identity|compute|network)\..*\[.*\bsmoke\b.*\]"
 
 
 def install_in_background():
@@ -54,14 +55,16 @@ def tempest():
     return str(VENV / "bin" / "tempest")
 
 
-def config(admin_password, keystone_url, region, image, flavor, services, network_extensions):
+def config(admin_password, keystone_url, region, image, flavor, services, network_extensions, ca_file=None):
     """tempest.conf for the cloud: the admin makes a project, user and network per
     test class (dynamic credentials); `image` and `flavor` (ids) are what servers
     boot; `services`: {tempest's service name: available}; `network_extensions`:
-    the aliases neutron lists (OVN has no agent schedulers). Features this all-in-one
-    cloud has not (volumes, migration, resize, snapshots of kernel/ramdisk guests, a
-    guest that answers ssh) are off."""
+    the aliases neutron lists (OVN has no agent schedulers); `ca_file`: the CA that
+    signed the certificates of an https cloud (tempest verifies them with it).
+    Features this all-in-one cloud has not (volumes, migration, resize, snapshots of
+    kernel/ramdisk guests, a guest that answers ssh) are off."""
     available = "\n".join(f"{name} = {str(on).lower()}" for name, on in sorted(services.items()))
+    trusted = f"ca_certificates_file = {ca_file}\ndisable_ssl_certificate_validation = false\n" if ca_file else ""
     return f"""[DEFAULT]
 log_file = tempest.log
 
@@ -76,7 +79,7 @@ use_dynamic_credentials = true
 uri_v3 = {keystone_url}/v3
 auth_version = v3
 region = {region}
-
+{trusted}
 [identity-feature-enabled]
 api_v2 = false
 

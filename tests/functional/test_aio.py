@@ -192,13 +192,11 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
         assert back.attrs["HostConfig"]["RestartPolicy"]["Name"] == "always"
         assert "kst-project" in aio.openstack("project", "list", "-c", "Name").split()
         # Back on the good tag, the restored container is what Salt wants: nothing to do.
-        aio.globals.pop("container_health_timeout")
-        aio.write_globals(keystone_tag="")
+        aio.write_globals(keystone_tag="", container_health_timeout=None)
         redeploy = aio.run("deploy").stdout
         assert " 0 changed, 0 failed" in redeploy, redeploy
     finally:
-        aio.globals.pop("container_health_timeout", None)
-        aio.write_globals(keystone_tag="")
+        aio.write_globals(keystone_tag="", container_health_timeout=None)
         docker_client.images.remove(image.id, force=True)
 
 

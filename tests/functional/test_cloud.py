@@ -697,15 +697,24 @@ def answers_ping(server):
 
 def wait_until_it_answers(env, server, seconds, what="answer to ping"):
     """Pings the server until it answers; if it does not within `seconds`, the failure
-    says where its boot stopped: its status, its port's, the end of its console."""
+    says where its boot or its network path stopped: its status, its ports' (and how
+    Open vSwitch holds them), the addresses its console says it took, its console's end."""
     try:
         wait_for(what, lambda: answers_ping(server), seconds)
     except AssertionError as silent:
         shown = json.loads(env.openstack("server", "show", server["id"], "-f", "json", values=False))
-        ports = env.openstack("port", "list", "--server", server["id"], "-c", "Status", values=False)
-        console = guest_console_log(env.openstack, server["id"]).splitlines()[-15:]
-        raise AssertionError(f"{silent}: server {shown['status']} on {shown.get('OS-EXT-SRV-ATTR:host')}, "
-                             f"its ports {ports.split()}, the end of its console:\n" + "\n".join(console)) from None
+        ports = json.loads(env.openstack("port", "list", "--server", server["id"], "-f", "json", values=False))
+        switch = docker.from_env().containers.get(env.name("openvswitch_vswitchd"))
+        plugged = [switch.exec_run(["ovs-vsctl", "--columns=name,ofport,link_state,error", "find", "Interface",
+                                    f"external_ids:iface-id={port['ID']}"]).output.decode() for port in ports]
+        taps = [line for line in subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
+                                                 text=True).stdout.splitlines() if ": tap" in line]
+        console = guest_console_log(env.openstack, server["id"]).splitlines()
+        raise AssertionError(f"{silent}: server {shown['status']} on {shown.get('OS-EXT-SRV-ATTR:host')}, its ports "
+                             f"{[(p['ID'], p['Status']) for p in ports]}, in Open vSwitch {plugged}, the kernel's "
+                             f"taps {taps}, what its console says of its network "
+                             f"{[line for line in console if 'eth0' in line or 'kolla-salt guest: address' in line]}, "
+                             f"the end of its console:\n" + "\n".join(console[-8:])) from None
 
 
 def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_network(cloud, docker_client, server):
@@ -952,7 +961,7 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     wait_until_it_answers(env, pinged, 180)
     qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
     # Data of glance's store and placement's database, checked after the upgrade and
-    # after its rollback (the test after tempest).
+    # after its rollback (the test after TLS's).
     (env.root / "kept.img").write_bytes(os.urandom(64 * 1024))
     env.openstack("image", "create", "--file", str(env.root / "kept.img"), "--disk-format", "raw",
                   "--container-format", "bare", "kst-before-release-upgrade", values=False)
@@ -1025,8 +1034,8 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     assert f"runs {NEXT} and generation" in proc.stderr and "cannot go back to an older release" in proc.stderr \
         and "ServiceTooOld" in proc.stderr, proc.stderr
     assert docker_client.containers.get(env.name("nova_compute")).id == compute
-    # kst-release runs on through tempest: the release rollback (the test after it) takes the
-    # cloud back under it.
+    # kst-release runs on through the TLS test: the release rollback (the test after it)
+    # takes the cloud back under it.
     env.openstack("server", "delete", "--wait", "kst-on-next", values=False)
 
 
@@ -1037,24 +1046,23 @@ def assert_data_kept(env, name):
     assert env.openstack("resource", "provider", "list", "--name", name, "-c", "name").strip() == name
 
 
-def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
-    """OpenStack's own acceptance tests, tempest's API smoke tests of compute and
-    network (tests/tempest.py), against this cloud once it runs the next release (the
-    test before upgrades it; the default release's APIs are what the tests before use):
-    each test class gets a project, user and network of its own, and its servers boot
-    from the project's guest."""
-    env = cloud
+def tempest_smoke_tests_pass(env, workspace, keystone_url, ca_file):
+    """OpenStack's own acceptance tests, tempest's API smoke tests of identity, compute
+    and network (tests/tempest.py), against the cloud at `keystone_url` (its catalog's
+    public endpoints), trusting `ca_file`: each test class gets a project, user and
+    network of its own, and its servers boot from the project's guest. Their figures
+    are printed."""
     settings = {**default_settings(), **env.globals}
-    conf = tempest.config(env.passwords()["keystone_admin_password"],
-                          f"http://{VIP}:{settings['keystone_public_port']}", settings["openstack_region_name"],
+    conf = tempest.config(env.passwords()["keystone_admin_password"], keystone_url, settings["openstack_region_name"],
                           env.openstack("image", "show", "kst-guest", "-c", "id").strip(),
                           env.openstack("flavor", "show", "kst-small", "-c", "id").strip(),
                           {"nova": True, "neutron": True, "glance": True, "cinder": False, "swift": False,
                            "horizon": False},
-                          env.openstack("extension", "list", "--network", "-c", "Alias", "-f", "value").split())
-    code, out = tempest.run(tmp_path, conf)
+                          env.openstack("extension", "list", "--network", "-c", "Alias", "-f", "value").split(),
+                          ca_file)
+    code, out = tempest.run(workspace, conf)
     totals = out[out.rfind("Totals"):]
-    print(f"\ntempest compute and network smoke tests on {NEXT}: " + "; ".join(
+    print(f"tempest's identity, compute and network smoke tests at {keystone_url}: " + "; ".join(
         line.strip(" -") for line in totals.splitlines() if line.startswith(("Ran:", " - Passed", " - Skipped",
                                                                           " - Failed"))))
     assert code == 0, out
@@ -1062,69 +1070,17 @@ def test_tempests_compute_and_network_smoke_tests_pass(cloud, server, tmp_path):
     assert passed >= 20, totals   # the smoke tests ran, not only their skips
 
 
-def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_servers_run_on(cloud, docker_client,
-                                                                                          server):
-    """After the release upgrade (and tempest on NEXT): `rollback --release NEXT` is
-    refused (nothing runs a newer release); `rollback --release` to the default release
-    restores the whole-cloud upgrade's backup and puts every container back at the
-    default release. It first names the servers made since the backup (deleted here
-    before it goes on). What was there before the upgrade is there (the image's bytes,
-    the resource provider); what was written since is gone (a project made on NEXT,
-    tempest's leftovers); the
-    server the upgrade test made before its upgrade is still ACTIVE, its qemu the same
-    process, answering on its network (the test host of the `server` fixture); a new
-    server boots; the next deploy changes nothing."""
-    env = cloud
-    default = default_settings()["openstack_release"]
-    refused = env.run("rollback", "--release", NEXT, "--yes-i-really-mean-it", check=False)
-    assert refused.returncode == 2 and f"nothing runs a release newer than {NEXT}" in refused.stderr, refused.stderr
-    expected = env.run("mariadb-backup", "--list").stdout.splitlines()[-1].split()[0]   # the upgrade's
-    running = json.loads(env.openstack("server", "show", "kst-release", "-f", "json", values=False))
-    qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
-    pinged = {"id": running["id"], "address": running["addresses"]["kst-servers"][0]}
-    env.openstack("project", "create", "--domain", "default", "kst-on-next")
-    # A server made since the backup would run on unknown to nova: the rollback names
-    # it before it asks (nova's restore_forgets); not confirmed, nothing is done.
-    made = boot_server(env.openstack, "kst-", name="made-on-next")
-    asked = env.run("rollback", "--release", default, check=False)
-    assert asked.returncode == 1 and "rollback: nothing done" in asked.stdout, asked.stdout + asked.stderr
-    assert "servers made since the backup" in asked.stdout and f"kst-made-on-next ({made['id']})" in asked.stdout, \
-        asked.stdout
-    env.openstack("server", "delete", "--wait", made["id"], values=False)
-    began = time.monotonic()
-    out = env.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
-    print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
-          + "\n".join(out.splitlines()[-3:]))
-    assert f"the cloud runs {default} with the database of backup {expected}" in out, out
-    assert_data_kept(env, "kst-before-release-upgrade")
-    for container in docker_client.containers.list(filters={"name": env.prefix}):
-        assert container.image.labels.get("kolla.release") in (None, default), container.name
-    # nova-compute stopped before nova's conductor (a compute newer than its conductor
-    # is a skew nova refuses) and started again at the default release after it.
-    assert out.index(f"{env.name('nova_compute')}: stopping") < out.index(f"{env.name('nova_conductor')}: stopping"), \
-        out
-    assert "kst-on-next" not in env.openstack("project", "list", "-c", "Name").split()
-    assert env.openstack("server", "show", running["id"], "-c", "status").strip() == "ACTIVE"
-    assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
-    wait_until_it_answers(env, pinged, 120, "the server answers after the rollback")
-    back = boot_server(env.openstack, "kst-", name="after-rollback")
-    assert back["status"] == "ACTIVE", back
-    wait_for("boot message after the rollback",
-             lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack, back["id"]), 180)
-    for name in ("after-rollback", "release"):
-        env.openstack("server", "delete", "--wait", f"kst-{name}", values=False)
-    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
-
-
 def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_fails_no_request(
-        cloud, docker_client, server):
-    """kolla_enable_tls_external, kolla_enable_tls_internal and kolla_enable_tls_backend
+        cloud, docker_client, server, tmp_path):
+    """On the cloud the release upgrade (the test before) took to NEXT:
+    kolla_enable_tls_external, kolla_enable_tls_internal and kolla_enable_tls_backend
     with what `kolla-salt certificates` makes, and kolla_copy_ca_into_containers: a
     certificate that does not cover the external VIP is refused before anything
     changes. Then every endpoint of the catalog is https (public on the external VIP,
     internal and admin on the internal one) and the services call keystone and each
     other through them, trusting the private CA: a server boots (nova asks glance,
-    neutron and placement; neutron tells nova its port is plugged), horizon logs the
+    neutron and placement; neutron tells nova its port is plugged), tempest's identity,
+    compute and network smoke tests pass over HTTPS, horizon logs the
     admin in over HTTPS (on its TLS port of the external VIP, where plain HTTP on its
     port is redirected); the admin's client works with the CA and fails without it; the
     external VIP's answers carry HSTS and neither VIP serves plain HTTP. Behind haproxy
@@ -1171,6 +1127,7 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         booted = boot_server(env.openstack, "kst-", name="over-tls")
         assert booted["status"] == "ACTIVE", booted
         env.openstack("server", "delete", "--wait", booted["id"], values=False)
+        tempest_smoke_tests_pass(env, tmp_path, f"https://{EXTERNAL_VIP}:{port}", folder / "ca" / "root.crt")
         clouds = yaml.safe_load((env.config_dir / "clouds.yaml").read_text())
         assert clouds["clouds"]["kolla-admin"].pop("cacert") == str(folder / "ca" / "root.crt")
         (env.root / "clouds-without-ca.yaml").write_text(yaml.safe_dump(clouds))
@@ -1225,4 +1182,58 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     public = env.openstack("endpoint", "list", "-c", "URL").split()
     assert public and all(url.startswith(f"http://{VIP}:") for url in public), public
     assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
+    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
+
+
+def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_servers_run_on(cloud, docker_client,
+                                                                                          server):
+    """After the release upgrade (and TLS with tempest on NEXT): `rollback --release NEXT` is
+    refused (nothing runs a newer release); `rollback --release` to the default release
+    restores the whole-cloud upgrade's backup and puts every container back at the
+    default release. It first names the servers made since the backup (deleted here
+    before it goes on). What was there before the upgrade is there (the image's bytes,
+    the resource provider); what was written since is gone (a project made on NEXT,
+    tempest's leftovers); the
+    server the upgrade test made before its upgrade is still ACTIVE, its qemu the same
+    process, answering on its network (the test host of the `server` fixture); a new
+    server boots; the next deploy changes nothing."""
+    env = cloud
+    default = default_settings()["openstack_release"]
+    refused = env.run("rollback", "--release", NEXT, "--yes-i-really-mean-it", check=False)
+    assert refused.returncode == 2 and f"nothing runs a release newer than {NEXT}" in refused.stderr, refused.stderr
+    expected = env.run("mariadb-backup", "--list").stdout.splitlines()[-1].split()[0]   # the upgrade's
+    running = json.loads(env.openstack("server", "show", "kst-release", "-f", "json", values=False))
+    qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
+    pinged = {"id": running["id"], "address": running["addresses"]["kst-servers"][0]}
+    env.openstack("project", "create", "--domain", "default", "kst-on-next")
+    # A server made since the backup would run on unknown to nova: the rollback names
+    # it before it asks (nova's restore_forgets); not confirmed, nothing is done.
+    made = boot_server(env.openstack, "kst-", name="made-on-next")
+    asked = env.run("rollback", "--release", default, check=False)
+    assert asked.returncode == 1 and "rollback: nothing done" in asked.stdout, asked.stdout + asked.stderr
+    assert "servers made since the backup" in asked.stdout and f"kst-made-on-next ({made['id']})" in asked.stdout, \
+        asked.stdout
+    env.openstack("server", "delete", "--wait", made["id"], values=False)
+    began = time.monotonic()
+    out = env.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
+    print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
+          + "\n".join(out.splitlines()[-3:]))
+    assert f"the cloud runs {default} with the database of backup {expected}" in out, out
+    assert_data_kept(env, "kst-before-release-upgrade")
+    for container in docker_client.containers.list(filters={"name": env.prefix}):
+        assert container.image.labels.get("kolla.release") in (None, default), container.name
+    # nova-compute stopped before nova's conductor (a compute newer than its conductor
+    # is a skew nova refuses) and started again at the default release after it.
+    assert out.index(f"{env.name('nova_compute')}: stopping") < out.index(f"{env.name('nova_conductor')}: stopping"), \
+        out
+    assert "kst-on-next" not in env.openstack("project", "list", "-c", "Name").split()
+    assert env.openstack("server", "show", running["id"], "-c", "status").strip() == "ACTIVE"
+    assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
+    wait_until_it_answers(env, pinged, 120, "the server answers after the rollback")
+    back = boot_server(env.openstack, "kst-", name="after-rollback")
+    assert back["status"] == "ACTIVE", back
+    wait_for("boot message after the rollback",
+             lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack, back["id"]), 180)
+    for name in ("after-rollback", "release"):
+        env.openstack("server", "delete", "--wait", f"kst-{name}", values=False)
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout

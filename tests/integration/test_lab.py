@@ -146,6 +146,17 @@ def cloud(hosts):
     return {"lab": lab_, "globals": globals_file, "settings": settings, "first": first}
 
 
+def lab_openstack(host, *args):
+    """The real openstack client's output, run in `host`'s namespace as the lab's admin
+    (its clouds.yaml: the catalog's address, and the CA where it serves HTTPS)."""
+    clouds = Path(Lab(NAME, 3).config_dir()) / "clouds.yaml"
+    done = subprocess.run(["ip", "netns", "exec", host["namespace"], str(Path(sys.executable).parent / "openstack"),
+                           "--os-cloud", "kolla-admin", *args], env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_token(hosts, cloud):
     assert "host1: changed keystone: keystone created, generation 1 is healthy" in cloud["first"]
     for host in ("host2", "host3"):
@@ -154,13 +165,8 @@ def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_to
     assert running == {"host1": ["cron", "keystone", "mariadb", "memcached", "rabbitmq"],
                        "host2": ["cron", "memcached"], "host3": ["cron", "memcached"]}
     # The real openstack client, run on host3, gets a token from keystone on host1.
-    clouds = Path(cloud["lab"].config_dir()) / "clouds.yaml"
-    assert "198.18.0.11:5000" in clouds.read_text()
-    token = subprocess.run(["ip", "netns", "exec", hosts[2]["namespace"], str(Path(sys.executable).parent / "openstack"),
-                            "--os-cloud", "kolla-admin", "token", "issue", "-f", "value", "-c", "id"],
-                           env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
-                           capture_output=True, text=True, timeout=120)
-    assert token.returncode == 0 and len(token.stdout.strip()) > 20, token.stderr
+    assert "198.18.0.11:5000" in (Path(cloud["lab"].config_dir()) / "clouds.yaml").read_text()
+    assert len(lab_openstack(hosts[2], "token", "issue", "-f", "value", "-c", "id").strip()) > 20
     # A second deploy through the master changes nothing on any host, nor any pillar,
     # and after its prediction visits no set.
     again = kolla("deploy")
@@ -404,15 +410,27 @@ VIP = "198.18.0.10"
 PROBES = str(Path(__file__).resolve().parent.parent / "probes.py")
 
 
+def vip_trust():
+    """The CA a client of the VIP trusts once the lab serves HTTPS there
+    (kolla_enable_tls_internal in its globals.yml), or None while it serves plain HTTP."""
+    folder = Path(Lab(NAME, 3).config_dir())
+    if yaml.safe_load((folder / "globals.yml").read_text()).get("kolla_enable_tls_internal"):
+        return str(folder / "certificates" / "ca" / "root.crt")
+    return None
+
+
 def vip_client(host, admin_password=None, address=VIP):
     """A client of keystone through the VIP (or at `address`), in `host`'s namespace (tests/probes.py):
     its version document every 50 ms, or given the admin's password a token every
-    100 ms; .communicate(input="") ends it and returns its figures. A token may take
+    100 ms (over HTTPS where the VIP serves it); .communicate(input="") ends it and
+    returns its figures. A token may take
     10 s before it counts as failed: on 2 cores running three hosts' control planes,
     keystone's answers take 1 s and peak past 5 s while its jobs run (a slow answer;
     refused or cut requests still count)."""
+    trusted = vip_trust() if admin_password and address == VIP else None
     return subprocess.Popen(["ip", "netns", "exec", host["namespace"], sys.executable, PROBES, "--address", address,
-                             "--every", "0.1" if admin_password else "0.05", "--timeout", "10"],
+                             "--every", "0.1" if admin_password else "0.05", "--timeout", "10",
+                             *(["--cafile", trusted] if trusted else [])],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, **({"KST_ADMIN_PASSWORD": admin_password} if admin_password else {})})
 
@@ -724,8 +742,11 @@ def keystone_report(hosts):
 
 
 def token_answered(host, password):
-    """Whether keystone issues a token through the VIP to a client on `host`."""
-    return probe_from(host, f"token_request(5000, password, {VIP!r})()", password) is True
+    """Whether keystone issues a token through the VIP to a client on `host` (over
+    HTTPS where the VIP serves it)."""
+    trusted = vip_trust()
+    return probe_from(host, f"token_request(5000, password, {VIP!r}, tls={trusted and f'trusting({trusted!r})'})()",
+                      password) is True
 
 
 def an_override(override, text):
@@ -763,11 +784,14 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     valid. A reconfigure replaces them one host at a time (each drained in every
     haproxy) while a client asks for tokens through the VIP: none fails, and the schema
     is contracted once, on the last host, after all three serve the new generation.
-    Then TLS behind haproxy (kolla_enable_tls_backend, the certificate `certificates`
-    makes through the master for every host's address): each keystone answers HTTPS
-    only, with the certificate the CA signed, to a client on another host, and the VIP
-    serves tokens. (While it is turned on, haproxy calls the keystones over TLS before
-    they serve it: the gap a client sees is printed, docs/operations.md says so.)"""
+    Then TLS on the VIP and behind haproxy (kolla_enable_tls_internal and
+    kolla_enable_tls_backend, the certificates `certificates` makes through the master
+    for the VIP and every host's address): each keystone answers HTTPS only, with the
+    certificate the CA signed, to a client on another host, and the VIP serves tokens
+    over HTTPS only, its catalog's endpoints https. The tests after it ask the VIP
+    over HTTPS (vip_trust). (While it is turned on, haproxy calls the keystones over
+    TLS before they serve it and the client still asks plain HTTP: the gap it sees is
+    printed, docs/operations.md says so.)"""
     host1, host2, host3 = hosts
     out = clusters
     for host in ("host2", "host3"):
@@ -827,25 +851,32 @@ def test_keystone_on_every_host_shares_its_keys_and_is_replaced_host_by_host_wit
     assert out.index(contracted[0]) > swapped[-1]
     assert seen["sent"] >= 50 and seen["failed"] == 0, (seen["failures"], out)
 
-    def backend_tls():
+    def tls():
         settings = yaml.safe_load(cloud["globals"].read_text())
-        settings.update(kolla_enable_tls_backend=True, kolla_copy_ca_into_containers=True)
+        settings.update(kolla_enable_tls_internal=True, kolla_enable_tls_backend=True,
+                        kolla_copy_ca_into_containers=True)
         cloud["globals"].write_text(yaml.safe_dump(settings))
         made = kolla("certificates")
+        assert f"haproxy-internal.pem: made for {VIP}" in made, made
         assert "backend-cert.pem: made for " + ", ".join(sorted(h["address"] for h in hosts)) in made, made
 
-    out, seen, _ = deploy_under_a_token_client(client_host, password, backend_tls,
-                                               "TLS behind haproxy turned on (keystone and haproxy on 3 hosts)")
+    out, seen, _ = deploy_under_a_token_client(client_host, password, tls,
+                                               "TLS on the VIP and behind haproxy turned on (keystone and haproxy "
+                                               "on 3 hosts)")
     for host in hosts:
         assert f"{host['name']}: changed haproxy: haproxy recreated" in out, out
         assert f"{host['name']}: changed keystone: keystone recreated" in out, out
     ca = Path(cloud["lab"].config_dir()) / "certificates" / "ca" / "root.crt"
     servers = [(h["address"], int(engine(h).containers.get("keystone").labels["kolla.listen-port"])) for h in hosts]
     front = load_settings(cloud["lab"].config_dir())["keystone_public_port"]
+    assert str(ca) == vip_trust()
+    behind = servers + [(VIP, front)]
     asked = (f"[[token_issue(p, password, a, timeout={SLOW}, tls=trusting({str(ca)!r})).status "
-             f"for a, p in {servers!r}], [answers_plain_http(a, p) for a, p in {servers!r}], "
-             f"token_issue({front}, password, {VIP!r}, timeout={SLOW}).status]")   # the VIP: plain HTTP, TLS behind
-    assert probe_from(host2, asked, password) == [[201, 201, 201], [False, False, False], 201]
+             f"for a, p in {behind!r}], [answers_plain_http(a, p) for a, p in {behind!r}]]")
+    assert probe_from(host2, asked, password) == [[201] * 4, [False] * 4]
+    urls = json.loads(lab_openstack(host1, "endpoint", "list", "-f", "json"))
+    assert urls and all(u["URL"].startswith(f"https://{VIP}:") for u in urls), urls
+    assert token_answered(host3, password)
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
