@@ -233,6 +233,13 @@ class Master:
         steps = next(iter(data.get("data", {}).values()), {})
         if not isinstance(steps, dict):
             raise KollaError(f"salt-run state.orchestrate {sls}: {steps}")
+        # Salt marks the steps' returns (__FAILHARD__: a step failed, the rest did not
+        # run); anything else that is not a step's tag (state_|-id_|-name_|-function)
+        # is Salt's word on why the orchestration stopped: said as it is.
+        steps = {key: ret for key, ret in steps.items() if not key.startswith("__")}
+        said = {key: ret for key, ret in steps.items() if "_|-" not in key}
+        if said:
+            raise KollaError(f"salt-run state.orchestrate {sls}: {json.dumps(said)[-2000:]}")
         # A parallel step's return has no __id__: its tag (state_|-id_|-name_|-function) has.
         return proc.returncode == 0 and data.get("retcode", 0) == 0, sorted(
             ({"__id__": tag.split("_|-")[1], **ret} for tag, ret in steps.items()),

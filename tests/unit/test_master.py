@@ -52,3 +52,29 @@ def test_galera_is_asked_again_only_where_the_held_member_is_not_the_one_declare
     with pytest.raises(galera.GaleraRefused):
         master.check_galera(facts, pillars)
     assert asked == ["host1", "host2", "host3"]
+
+
+
+def test_an_orchestration_returns_its_steps_past_salts_marks_and_says_what_is_no_step(monkeypatch):
+    """salt-run's return marks a failed orchestration (__FAILHARD__): the failed step
+    is returned as the others are. A key that is neither a mark nor a state's tag is
+    Salt's word on why it stopped: the error says it."""
+    import json
+    import subprocess
+
+    from kolla_salt.errors import KollaError
+    master = Master("/nonexistent")
+    failed = {"result": False, "comment": "nova_compute on host2 failed", "__run_num__": 1}
+    steps = {"salt_|-kolla-deploy-nova_|-kolla.deploy_|-state": failed, "__FAILHARD__": True,
+             "salt_|-kolla-deploy-keystone_|-kolla.deploy_|-state": {"result": True, "__run_num__": 0}}
+
+    def ran(steps):
+        monkeypatch.setattr(master, "command", lambda *args, timeout: subprocess.CompletedProcess(
+            args, 1, stdout=json.dumps({"data": {"master": steps}, "retcode": 1}), stderr=""))
+        return master.orchestrate("kolla.deploy")
+
+    assert ran(steps) == (False, [{"__id__": "kolla-deploy-keystone", "result": True, "__run_num__": 0},
+                                  {"__id__": "kolla-deploy-nova", **failed}])
+    with pytest.raises(KollaError) as stopped:
+        ran({**steps, "master": "Pillar failed to render: nova needs glance"})
+    assert "nova needs glance" in str(stopped.value)
