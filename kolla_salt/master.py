@@ -234,8 +234,8 @@ class Master:
         if not isinstance(steps, dict):
             raise KollaError(f"salt-run state.orchestrate {sls}: {steps}")
         # Salt marks the steps' returns (__FAILHARD__: a step failed, the rest did not
-        # run); anything else that is not a step's tag (state_|-id_|-name_|-function)
-        # is Salt's word on why the orchestration stopped: said as it is.
+        # run). Anything else that is no step's tag (state_|-id_|-name_|-function) is
+        # said as it is, not taken for a step.
         steps = {key: ret for key, ret in steps.items() if not key.startswith("__")}
         said = {key: ret for key, ret in steps.items() if "_|-" not in key}
         if said:

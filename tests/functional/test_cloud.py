@@ -1097,6 +1097,7 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     env = cloud
     port, password = env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"]
     folder = env.config_dir / "certificates"
+    ca = folder / certificates.CA_CERT
     before = started_at(docker_client, env)
     untouched = ("mariadb", "rabbitmq", "memcached", "openvswitch_db", "ovn_nb_db", "nova_libvirt")
     kept = {c: docker_client.containers.get(env.name(c)).id for c in untouched}
@@ -1127,16 +1128,16 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         booted = boot_server(env.openstack, "kst-", name="over-tls")
         assert booted["status"] == "ACTIVE", booted
         env.openstack("server", "delete", "--wait", booted["id"], values=False)
-        tempest_smoke_tests_pass(env, tmp_path, f"https://{EXTERNAL_VIP}:{port}", folder / "ca" / "root.crt")
+        tempest_smoke_tests_pass(env, tmp_path, f"https://{EXTERNAL_VIP}:{port}", ca)
         clouds = yaml.safe_load((env.config_dir / "clouds.yaml").read_text())
-        assert clouds["clouds"]["kolla-admin"].pop("cacert") == str(folder / "ca" / "root.crt")
+        assert clouds["clouds"]["kolla-admin"].pop("cacert") == str(ca)
         (env.root / "clouds-without-ca.yaml").write_text(yaml.safe_dump(clouds))
         refused = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
                                   "token", "issue"], capture_output=True, text=True, timeout=120,
                                  env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.root / "clouds-without-ca.yaml")})
         assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
 
-        trusted = ssl.create_default_context(cafile=str(folder / "ca" / "root.crt"))
+        trusted = ssl.create_default_context(cafile=str(ca))
         with token_issue(port, password, EXTERNAL_VIP, tls=trusted) as answer:
             assert answer.status == 201 and answer.headers["Strict-Transport-Security"]
         with token_issue(port, password, VIP, tls=trusted) as answer:

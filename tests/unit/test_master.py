@@ -1,9 +1,13 @@
 """What a master compares before a change: which minions' pillars to refresh
 (kolla_salt.master.held_digest), and whose Galera member it must ask again."""
+import json
+import subprocess
+
 import pytest
 import yaml
 
 from kolla_salt import galera
+from kolla_salt.errors import KollaError
 from kolla_salt.inventory import build_pillar
 from kolla_salt.master import Master, held_digest
 from operator_files import write_secrets
@@ -54,15 +58,10 @@ def test_galera_is_asked_again_only_where_the_held_member_is_not_the_one_declare
     assert asked == ["host1", "host2", "host3"]
 
 
-
 def test_an_orchestration_returns_its_steps_past_salts_marks_and_says_what_is_no_step(monkeypatch):
     """salt-run's return marks a failed orchestration (__FAILHARD__): the failed step
     is returned as the others are. A key that is neither a mark nor a state's tag is
-    Salt's word on why it stopped: the error says it."""
-    import json
-    import subprocess
-
-    from kolla_salt.errors import KollaError
+    said as it is, not taken for a step."""
     master = Master("/nonexistent")
     failed = {"result": False, "comment": "nova_compute on host2 failed", "__run_num__": 1}
     steps = {"salt_|-kolla-deploy-nova_|-kolla.deploy_|-state": failed, "__FAILHARD__": True,
