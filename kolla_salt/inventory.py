@@ -58,7 +58,8 @@ def placement(config_dir):
     deploys it across hosts instead of a plain state run, or None), serial (deployed
     one host at a time even outside an upgrade), pause (seconds to wait after each host
     when it goes host by host), final (it has jobs that run after every service: the walk's
-    last step), after (the placed services it waits for: `waits`)}].
+    last step), balanced (haproxy fronts it: others reach it at kolla_internal_fqdn),
+    after (the placed services it waits for: `waits`)}].
     What a master's orchestration walks; it holds no secret and no host's address."""
     settings = load_settings(config_dir)
     definitions = enabled_definitions(settings)
@@ -73,9 +74,32 @@ def placement(config_dir):
                           "target": " or ".join(hosts), "rollout": definition.get("rollout"),
                           "serial": bool(definition.get("serial")),
                           "final": any(job.get("after_every_service") for job in (definition.get("jobs") or {}).values()),
-                          "pause": definition.get("pause_between_hosts") or 0})
+                          "pause": definition.get("pause_between_hosts") or 0,
+                          "balanced": bool(definition.get("loadbalancer"))})
     after = waits([step["service"] for step in steps])
     return [dict(step, after=after[step["service"]]) for step in steps]
+
+
+def apis_out_of_reach(settings, steps, minions, globals_file):
+    """Without haproxy a service reaches the APIs at its own host's address (host_facts):
+    each host that runs services deployed after an API that does not run there, a
+    problem naming them, found before anything changes (on one host there is none)."""
+    if settings["enable_haproxy"]:
+        return []
+    hosts = {step["service"]: [m for m in minions if any(fnmatch.fnmatch(m, p) for p in step["hosts"])]
+             for step in steps}
+    balanced = [step["service"] for step in steps if step["balanced"]]
+    problems = []
+    for host in minions:
+        here = [step for step in steps if host in hosts[step["service"]]]
+        missing = [s for s in balanced if host not in hosts[s] and any(s in step["after"] for step in here)]
+        if missing:
+            after = [step["service"] for step in here if set(missing) & set(step["after"])]
+            problems.append(f"{globals_file}: key 'enable_haproxy' is false, so every service reaches the APIs "
+                            f"at its own host's address, but host {host} runs {', '.join(after)} without "
+                            f"{', '.join(missing)}: set enable_haproxy and enable_keepalived to true with a "
+                            f"kolla_internal_vip_address, or place {', '.join(missing)} on {host} too")
+    return problems
 
 
 def release_skew(settings, pins, definitions):

@@ -109,7 +109,7 @@ class Master:
     def preflight(self):
         """Checks the hosts before a change; returns their facts, from which `pillars`
         builds (and validates) what each host gets."""
-        from .inventory import placement
+        from .inventory import apis_out_of_reach, placement
         from .settings import load_settings
         folder = self.operator_folder()
         hosts = self.host_facts()
@@ -127,6 +127,9 @@ class Master:
                     for step in steps if not any(fnmatch.fnmatch(m, p) for m in accepted for p in step["hosts"])]
         if unplaced:
             raise ValidationError(unplaced)
+        out_of_reach = apis_out_of_reach(settings, steps, accepted, folder / "globals.yml")
+        if out_of_reach:
+            raise ValidationError(out_of_reach)
         # Every host that cannot take part, named at once: one repair for all of them.
         unreachable = [f"host {m}: its salt-minion does not answer the master" if hosts[m] is None
                        else f"host {m}: its Docker engine does not answer ({hosts[m]['engine_error']})"

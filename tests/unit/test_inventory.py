@@ -380,3 +380,25 @@ def test_a_services_settings_come_from_its_folder_and_one_declared_twice_is_refu
         default_settings()
     assert refused.value.problems == [f"{services / 'memo' / 'settings.yml'}: key 'settings.keystone_public_port' "
                                       f"is declared in {services / 'keystone' / 'settings.yml'} too"]
+
+
+def test_services_spread_over_hosts_without_haproxy_are_refused_naming_what_they_would_miss(tmp_path):
+    """Without haproxy every service calls the APIs (and the database) at its own host's
+    address: a compute host without nova and keystone would fail at its start, so the
+    master refuses it before anything changes, naming the host, the service and what it
+    misses; with haproxy's VIP, and on one host, the same services are fine."""
+    from kolla_salt.inventory import apis_out_of_reach, placement
+    write(tmp_path, "globals.yml", {**COMPUTE, "roles": {"control": ["ctl*"], "compute": ["cmp1"]},
+                                    "enable_haproxy": False})
+    minions = ["cmp1", "ctl1"]
+    problems = apis_out_of_reach(load_settings(tmp_path), placement(tmp_path), minions, tmp_path / "globals.yml")
+    # The control host runs what it calls; cron on the compute host waits for nothing.
+    assert problems == [f"{tmp_path / 'globals.yml'}: key 'enable_haproxy' is false, so every service reaches the "
+                        "APIs at its own host's address, but host cmp1 runs libvirt, nova_compute without keystone, "
+                        "glance, placement, nova: set enable_haproxy and enable_keepalived to true with a "
+                        "kolla_internal_vip_address, or place keystone, glance, placement, nova on cmp1 too"], problems
+    write(tmp_path, "globals.yml", {**COMPUTE, "roles": {"control": ["ctl*"], "compute": ["cmp1"]},
+                                    "enable_haproxy": True, "kolla_internal_vip_address": "198.18.0.10"})
+    assert apis_out_of_reach(load_settings(tmp_path), placement(tmp_path), minions, tmp_path / "globals.yml") == []
+    write(tmp_path, "globals.yml", {**COMPUTE, "roles": {"control": ["aio"], "compute": ["aio"]}})
+    assert apis_out_of_reach(load_settings(tmp_path), placement(tmp_path), ["aio"], tmp_path / "globals.yml") == []
