@@ -436,6 +436,10 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=Fa
     # When every host's prediction is the whole answer (--test, or no host would
     # change anything) no walk is needed.
     predicted = args.master.predict(sorted(pillars), names) if predict else {}
+    kept = {host: ret["comment"] for host, states in predicted.items() if isinstance(states, dict)
+            for tag, ret in states.items() if tag.endswith("_|-only_declared") and ret.get("result") is False}
+    if kept and not args.test:   # a container still in use is not removed, so nothing is changed
+        raise KollaError("; ".join(f"{host}: {why}" for host, why in sorted(kept.items())) + "; nothing was changed")
     if predict and set(predicted) == set(pillars) and (args.test or not changing_hosts(predicted)):
         return _predicted(args, command, facts, pillars, names, predicted)
     how = "one state run on every host: a prediction has no order to keep" if args.test else WALKS[command]
@@ -504,8 +508,15 @@ def _deploy(args, pillar):
     for pin in pillar["kolla"]["pins"]:
         print(f"[deploy] pins.yml: {pin}")
     settings = pillar["kolla"]["settings"]
-    # Without --services the run also removes containers of disabled services.
+    # Without --services the run also removes containers of disabled services, but not
+    # one still in use.
     only = {"kolla_services": names} if args.services else {}
+    if not args.services and not args.test:
+        from .containers import ContainerManager, kept_in_use
+        in_use = ContainerManager.from_settings(settings, client=_client()).undeclared_in_use(
+            [s["set"] for s in pillar["kolla"]["services"]], settings["container_name_prefix"])
+        if in_use:
+            raise KollaError(kept_in_use(in_use) + "; nothing was changed")
     # The health loop must not restart a container that is being swapped in.
     with contextlib.nullcontext() if args.test else healthloop.ledger(settings).paused_restarts():
         code, data = _state_apply(args, pillar, "kolla.deploy", only, test=args.test)

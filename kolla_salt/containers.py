@@ -442,6 +442,24 @@ class ContainerManager(Swaps, JobRunner):
             self.out(f"removed volume {name}")
         return plan
 
+    def in_use(self, container):
+        """What still uses a running container (its spec's in_use command, one item a
+        line); [] when it declares none or is not running. A command that fails is
+        an answer too: what uses the container is not known."""
+        command = declared_spec(container.labels).get("in_use") if container.status == "running" else None
+        if not command:
+            return []
+        asked = container.exec_run(command)
+        said = asked.output.decode(errors="replace").strip()
+        if asked.exit_code:
+            return [f"(`{' '.join(command)}` failed ({asked.exit_code}): {said[-300:]})"]
+        return said.splitlines()
+
+    def undeclared_in_use(self, declared_sets, prefix=""):
+        """{name: what uses it} of the undeclared containers something still uses."""
+        found = {c.name: self.in_use(c) for c in self.undeclared(declared_sets, prefix)}
+        return {name: users for name, users in found.items() if users}
+
     def run_on_destroy(self, container):
         """Runs the on_destroy command of a running container before it goes: what it
         made outside itself (Open vSwitch's bridges) goes too."""
@@ -499,3 +517,11 @@ class ContainerManager(Swaps, JobRunner):
         (the generation returned to, the new generation)."""
         record, new_generation = self._swap_to_record(name, lambda: self.rollback_target(name))
         return record["generation"], new_generation
+
+
+def kept_in_use(found):
+    """Why a deploy keeps the containers of found ({name: what uses it}) though it no
+    longer declares them."""
+    return "; ".join(f"{name} is kept though this host no longer declares it: {len(users)} still use it "
+                     f"({', '.join(users)}); delete them or move them to another host first "
+                     f"(`kolla-salt destroy` removes it regardless)" for name, users in sorted(found.items()))

@@ -175,6 +175,23 @@ def tunnel_facts(settings, interfaces, datapath):
     return {"tunnel_interface_address": found[0], "ovs_tunnel_link": name if datapath == "netdev" else ""}
 
 
+def external_link_problems(settings, interfaces):
+    """neutron_external_interface becomes a port of an Open vSwitch bridge, which takes
+    every frame it receives: the link of the host's own addresses (the API's, the
+    tunnels') or any link with an address is refused."""
+    name = settings["neutron_external_interface"]
+    if not name:
+        return []
+    where = f"globals.yml: key 'neutron_external_interface' is '{name}'"
+    if name in (settings["api_interface"], settings["tunnel_interface"]):
+        return [f"{where}, the link of this host's API or tunnel address: the provider networks need a link of "
+                f"their own (one without an address)"]
+    if interfaces.get(name):
+        return [f"{where}, which has the address {', '.join(interfaces[name])} on this host: Open vSwitch would "
+                f"take its traffic; give the provider networks a link without an address"]
+    return []
+
+
 def host_facts(settings, address):
     """What a host adds to the settings its services are rendered with: its API address,
     and kolla_internal_fqdn (kolla-ansible's name), the address of the API endpoints:
@@ -722,6 +739,9 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
                 virtualization=virtualization.describe(),
                 ovs_datapath_type=settings["ovs_datapath_type"] or virtualization.ovs_datapath_type)
     host.update(tunnel_facts(settings, interfaces, host["ovs_datapath_type"]))
+    problems = external_link_problems(settings, interfaces)
+    if problems:
+        raise ValidationError(problems)
     peers = None
     if peer_interfaces:
         peers = {minion: interface_address(settings, found) for minion, found in peer_interfaces.items() if found}

@@ -110,18 +110,24 @@ class Lab:
         return {line.split()[0] for line in out.splitlines() if line.strip()}
 
     def _switch(self):
-        """The switch's namespace with two bridges: br0 for the hosts' eth0 (the API
-        network, where the master and the registry listen) and br1 for their eth1 (the
-        tunnel network: Geneve between hosts, `tunnel_interface`)."""
-        if self.switch in self._namespaces():
-            return
-        self.out(f"[lab] switch: namespace {self.switch}, bridge with {self.topology['switch']}")
-        run("ip", "netns", "add", self.switch)
-        run("ip", "-n", self.switch, "link", "set", "lo", "up")
-        for bridge in ("br0", "br1"):
+        """The switch's namespace with three bridges: br0 for the hosts' eth0 (the API
+        network, where the master and the registry listen), br1 for their eth1 (the
+        tunnel network: Geneve between hosts, `tunnel_interface`) and br2 for their eth2
+        (the provider network, `neutron_external_interface`, whose gateway the switch
+        is). What a lab made before has is kept."""
+        if self.switch not in self._namespaces():
+            self.out(f"[lab] switch: namespace {self.switch}, bridge with {self.topology['switch']}")
+            run("ip", "netns", "add", self.switch)
+            run("ip", "-n", self.switch, "link", "set", "lo", "up")
+        external = self.topology["external_network"].split("/")[1]
+        for bridge, address in (("br0", f"{self.topology['switch']}/{self.prefix_len}"), ("br1", None),
+                                ("br2", f"{self.topology['external_gateway']}/{external}")):
+            if run("ip", "-n", self.switch, "link", "show", bridge, check=False).returncode == 0:
+                continue
             run("ip", "-n", self.switch, "link", "add", bridge, "type", "bridge")
             run("ip", "-n", self.switch, "link", "set", bridge, "up")
-        run("ip", "-n", self.switch, "addr", "add", f"{self.topology['switch']}/{self.prefix_len}", "dev", "br0")
+            if address:
+                run("ip", "-n", self.switch, "addr", "add", address, "dev", bridge)
 
     def _host_link(self, index, host):
         ns = self.netns(host)
@@ -130,20 +136,22 @@ class Lab:
             run("ip", "-n", ns, "link", "set", "lo", "up")
         self._link(ns, host, "eth0", host["address"], self.prefix_len, "br0", f"{self.name}-{index}")
         self._link(ns, host, "eth1", host["tunnel_address"], self.tunnel_prefix_len, "br1", f"{self.name}-{index}t")
+        self._link(ns, host, "eth2", None, None, "br2", f"{self.name}-{index}x")
 
     def _link(self, ns, host, name, address, prefix_len, bridge, stem):
-        """The host's link `name` with `address`, its other end (`stem`s) on the
-        switch's `bridge`; left as it is when the host has it."""
+        """The host's link `name` with `address` (or none), its other end (`stem`s) on
+        the switch's `bridge`; left as it is when the host has it."""
         if run("ip", "-n", ns, "link", "show", name, check=False).returncode == 0:
             return
-        self.out(f"[lab] {host['name']}: namespace {ns}, {name} {address}")
+        self.out(f"[lab] {host['name']}: namespace {ns}, {name} {address or '(no address)'}")
         inside, outside = f"{stem}h", f"{stem}s"
         run("ip", "-n", self.switch, "link", "del", outside, check=False)   # left by a host half made
         run("ip", "link", "add", inside, "type", "veth", "peer", "name", outside)
         run("ip", "link", "set", inside, "netns", ns)
         run("ip", "link", "set", outside, "netns", self.switch)
         run("ip", "-n", ns, "link", "set", inside, "name", name)
-        run("ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", name)
+        if address:
+            run("ip", "-n", ns, "addr", "add", f"{address}/{prefix_len}", "dev", name)
         run("ip", "-n", ns, "link", "set", name, "up")
         run("ip", "-n", self.switch, "link", "set", outside, "master", bridge, "up")
 
@@ -240,13 +248,15 @@ class Lab:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "globals.yml").write_text(
             "# The lab's globals.yml: every host's API address is its eth0 (lab/topology.yml),\n"
-            "# Geneve tunnels between hosts end on its eth1 (the tunnel network),\n"
+            "# Geneve tunnels between hosts end on its eth1 (the tunnel network), its eth2\n"
+            "# is the provider network's uplink (the switch is that network's gateway),\n"
             "# and hosts pull their images from the lab's registry, plain HTTP\n"
             "# (`kolla-salt --lab NAME build --push` puts them there). haproxy is off: for\n"
             "# the VIP set enable_haproxy and enable_keepalived to true and\n"
             "# kolla_internal_vip_address to 198.18.0.10 (a lab address no host has).\n"
             + yaml.safe_dump({"network_interface": "eth0", "tunnel_interface": "eth1",
-                              "docker_registry": self.registry, "docker_registry_insecure": True,
+                              "neutron_external_interface": "eth2", "docker_registry": self.registry,
+                              "docker_registry_insecure": True,
                               "enable_haproxy": False}))
         run(SALT_BIN / "kolla-salt", "--config-dir", folder, "genpwd")
         self.out(f"[lab] operator folder {folder} (globals.yml, passwords.yml)")

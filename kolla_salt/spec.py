@@ -47,7 +47,7 @@ OUTSIDE_IDENTITY = ("image", "config_dir", "forward_only", "converges")
 # their default, so a container that does not use one keeps its spec hash (and
 # is not recreated by the kolla-salt version that added it).
 ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before_stop", "rechecks", "forward_only",
-               "converges")
+               "converges", "in_use")
 
 
 def declared_spec(labels):
@@ -113,6 +113,10 @@ class ContainerSpec:
     # what the container made outside itself that would outlive it (libvirt's guests,
     # Open vSwitch's bridge devices).
     on_destroy: tuple = ()
+    # A command that prints what still uses the container, one item a line (libvirt:
+    # the servers it runs): a deploy that no longer declares the container keeps it
+    # while it prints something (an implicit removal would take them with it).
+    in_use: tuple = ()
     # Containers on this engine whose processes start again once a new generation of
     # this one serves (an upgrade, a rollback): they hold something they worked out
     # from it once and must work out again (nova's control services: the RPC version
@@ -236,7 +240,7 @@ class ContainerSpec:
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
             stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"),
-            reloads=text_list("reloads"), before_stop=text_list("before_stop"), rechecks=text_list("rechecks"),
+            in_use=text_list("in_use"), reloads=text_list("reloads"), before_stop=text_list("before_stop"), rechecks=text_list("rechecks"),
             forward_only=get("forward_only", str, "") or "", converges=bool(get("converges", bool, False)))
 
     # -- identity ---------------------------------------------------------------

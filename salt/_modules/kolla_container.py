@@ -120,6 +120,12 @@ def undeclared(declared_sets):
     return [c.name for c in _undeclared(_manager(), declared_sets)]
 
 
+def undeclared_in_use(declared_sets):
+    """{name: what still uses it} of the undeclared containers in use (their spec's
+    in_use: libvirt's servers): a deploy keeps them."""
+    return _manager().undeclared_in_use(declared_sets, __pillar__["kolla"]["settings"]["container_name_prefix"])
+
+
 def remove_undeclared(declared_sets):
     """Removes them (never their volumes), each running one's on_destroy command first
     (as `destroy` does); returns the names removed."""

@@ -4,6 +4,7 @@ Reads the current state, reports the exact changes, honours test=True by
 predicting without acting, and fails (result False, no changes) with a message
 that names the container when anything goes wrong.
 """
+from kolla_salt.containers import kept_in_use
 from kolla_salt.errors import KollaError
 
 DONE = {"create": "created", "recreate": "recreated", "start": "started", "none": "up to date",
@@ -72,6 +73,10 @@ def only_declared(name, declared_sets):
     whose = "of services disabled or not meant for this host"
     try:
         found = __salt__["kolla_container.undeclared"](declared_sets)
+        in_use = __salt__["kolla_container.undeclared_in_use"](declared_sets) if found else {}
+        if in_use:   # refused alike when predicted: a master's deploy stops before its walk
+            ret["comment"] = kept_in_use(in_use)
+            return ret
         if not found:
             ret.update(result=True, comment=f"no container {whose}")
             return ret

@@ -744,6 +744,27 @@ def test_a_server_boots_takes_its_address_from_ovn_and_answers_a_host_on_its_net
     assert server["instance"] in virsh_list(docker_client, env)
 
 
+def test_a_deploy_that_no_longer_runs_libvirt_here_keeps_it_while_a_server_runs(cloud, docker_client, server):
+    """Compute disabled on the host while a server runs there: the deploy refuses before
+    anything changes, naming the server (libvirt's `in_use`: removing libvirt would end
+    its guests); `deploy --test` says the same; the server runs on."""
+    env = cloud
+    env.write_globals(enable_nova_compute=False, enable_libvirt=False)
+    try:
+        said = {}
+        for command in (("deploy",), ("deploy", "--test")):
+            refused = env.run(*command, check=False)
+            said[command] = refused.stdout + refused.stderr
+            assert refused.returncode == 1, said
+            assert (f"{env.name('nova_libvirt')} is kept though this host no longer declares it: 1 still use it "
+                    f"({server['id']})") in said[command], said
+        assert said[("deploy",)].rstrip().endswith("; nothing was changed"), said
+        assert docker_client.containers.get(env.name("nova_compute")).status == "running"
+        assert server["instance"] in virsh_list(docker_client, env)
+    finally:
+        env.write_globals(enable_nova_compute=True, enable_libvirt=True)
+
+
 def test_init_runonce_makes_what_a_first_server_needs_once_and_the_line_it_prints_boots_one(cloud, server):
     """The newcomer's path after `make deploy`: `kolla-salt init-runonce` (the server
     fixture's run) made the guest's images, a flavor, a network with its subnet and a

@@ -2,12 +2,14 @@
 engine and salt-minion, a salt-master and a registry on the lab's switch. Its own
 name (kstlab), so it never meets a user's lab; `lab down` leaves nothing behind."""
 import io
+import ipaddress
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -17,7 +19,7 @@ import pytest
 import yaml
 
 from conftest import SUITE_SETTINGS
-from guest import wait_for
+from guest import boot_server, console_log, remove_guest, wait_for
 from probes import freeze_service
 from kolla_salt import certificates
 from kolla_salt.build import push
@@ -134,8 +136,9 @@ def cloud(hosts):
     lab_ = Lab(NAME, 3)
     globals_file = Path(lab_.config_dir()) / "globals.yml"
     settings = yaml.safe_load(globals_file.read_text())
-    assert settings == {"network_interface": "eth0", "tunnel_interface": "eth1", "docker_registry": "198.18.0.1:5000",
-                        "docker_registry_insecure": True, "enable_haproxy": False}
+    assert settings == {"network_interface": "eth0", "tunnel_interface": "eth1", "neutron_external_interface": "eth2",
+                        "docker_registry": "198.18.0.1:5000", "docker_registry_insecure": True,
+                        "enable_haproxy": False}
     settings["roles"] = {"control": ["host1"], "compute": ["host2", "host3"], "memcached": ["*"]}
     # keystone is what these tests use across hosts; glance and placement have their own (test_cloud.py)
     settings.update(enable_glance=False, enable_placement=False, **SUITE_SETTINGS)
@@ -147,14 +150,17 @@ def cloud(hosts):
     return {"lab": lab_, "globals": globals_file, "settings": settings, "first": first}
 
 
-def lab_openstack(host, *args):
+def lab_openstack(host, *args, values=False, check=True):
     """The real openstack client's output, run in `host`'s namespace as the lab's admin
-    (its clouds.yaml: the catalog's address, and the CA where it serves HTTPS)."""
+    (its clouds.yaml: the catalog's address, and the CA where it serves HTTPS);
+    `values`: bare values (-f value), as tests/guest.py's helpers ask; `check`: it
+    must succeed."""
     clouds = Path(Lab(NAME, 3).config_dir()) / "clouds.yaml"
     done = subprocess.run(["ip", "netns", "exec", host["namespace"], str(Path(sys.executable).parent / "openstack"),
-                           "--os-cloud", "kolla-admin", *args], env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+                           "--os-cloud", "kolla-admin", *args, *(["-f", "value"] if values else [])],
+                          env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 or not check, done.stderr
     return done.stdout
 
 
@@ -1019,84 +1025,120 @@ def test_a_release_upgrade_through_the_master_is_taken_back_with_its_data(hosts,
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
-def test_geneve_joins_ports_on_two_hosts_over_the_tunnel_link(hosts, cloud):
-    """Open vSwitch and ovn-controller on the compute hosts (host2, host3), OVN's
-    databases and northd on host1, tunnel_interface eth1 (the lab's second link): the
-    userspace datapath took each eth1 address onto br-tunnel, each chassis registers
-    its eth1 address as its Geneve endpoint, and a logical switch with a port on each
-    compute host carries ping between them through the tunnel. Disabled again, the
-    services go and each eth1 has its address back."""
-    compute = [h for h in hosts if h["name"] in ("host2", "host3")]
+def answered_pings(log, target):
+    """The round trips (ms) of the pings to `target` a guest's console reports."""
+    return [float(ms) for ms in re.findall(rf"guest: {re.escape(target)} answered ping in ([0-9.]+) ms", log)]
+
+
+def test_servers_on_two_compute_hosts_reach_each_other_over_geneve(hosts, cloud):
+    """The lab becomes a whole cloud: glance, placement, nova, neutron and OVN's databases
+    and northd on host1 (the control role), nova-compute, libvirt, Open vSwitch and
+    ovn-controller on host2 and host3 (the compute role), tunnel_interface eth1 and
+    neutron_external_interface eth2, deployed
+    through the master beside the HA control plane of the tests before (TLS on the VIP).
+    Both compute hosts are hypervisors; the userspace datapath took each eth1 address
+    onto br-tunnel and each chassis registers it as its Geneve endpoint.
+    `init-runonce`'s guest booted on each host (`--availability-zone nova:HOST`): the
+    server on host2 pings the one on host3 (its user data names the address) through
+    the tunnel, and again after its ovs-vswitchd restarted (Docker, without Salt: the
+    address moves again). A provider network on the hosts' eth2 and the router's
+    gateway on it: the server's floating IP answers from the switch. Taking host2 out of the compute role while its server runs is
+    refused, naming the server. Servers deleted and the services disabled, they go and
+    each eth1 has its address back."""
+    host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
-    cloud["globals"].write_text(yaml.safe_dump({**settings, "enable_openvswitch": True, "enable_ovn": True,
-                                                "enable_ovn_controller": True}))
+    enabled = {**settings, **{f"enable_{service}": True for service in (
+        "glance", "placement", "nova", "nova_compute", "libvirt", "neutron", "openvswitch", "ovn", "ovn_controller")}}
+    cloud["globals"].write_text(yaml.safe_dump(enabled))
     ports = load_settings(cloud["lab"].config_dir())
-    guests = {h["name"]: (f"{NAME}-g{h['name'][-1]}", f"kstg{h['name'][-1]}", f"198.19.0.{h['name'][-1]}")
-              for h in compute}
+    prefix = "kstl-"
+
+    def run(*args, values=True):   # tests/guest.py's client, in host1's namespace
+        return lab_openstack(host1, *args, values=values)
+
     try:
         kolla("build", "--push")
+        began = time.monotonic()
         out = kolla("deploy")
-        assert all(f"{h['name']}: changed ovn_controller" in out for h in compute), out
-        northd = engine(hosts[0]).containers.get("ovn_northd")
-
-        def ctl(tool, port, *args):
-            result = northd.exec_run([tool, f"--db=tcp:{hosts[0]['address']}:{ports[port]}", *args])
-            assert result.exit_code == 0, (args, result.output.decode())
-            return result.output.decode().strip()
-
-        tunnel = {h["name"]: h["tunnel_address"] for h in compute}
-        assert sorted(ctl("ovn-sbctl", "ovn_sb_db_port", "--bare", "--columns=ip", "list", "Encap").split()) == \
-            sorted(tunnel.values())
+        print(f"\nthe compute and network services added to the lab (control on host1, compute on host2 and "
+              f"host3) through the master: {time.monotonic() - began:.0f} s")
+        assert all(f"{h['name']}: changed nova_compute" in out and f"{h['name']}: changed ovn_controller" in out
+                   for h in compute), out
+        assert sorted(run("hypervisor", "list", "-c", "Hypervisor Hostname").split()) == ["host2", "host3"]
+        northd = engine(host1).containers.get("ovn_northd")
+        encaps = northd.exec_run(["ovn-sbctl", f"--db=tcp:{host1['address']}:{ports['ovn_sb_db_port']}", "--bare",
+                                  "--columns=ip", "list", "Encap"]).output.decode().split()
+        assert sorted(encaps) == sorted(h["tunnel_address"] for h in compute), encaps
         for host in compute:
-            moved = subprocess.run(["ip", "-n", f"{NAME}-{host['name']}", "-4", "-o", "addr", "show"],
+            moved = subprocess.run(["ip", "-n", host["namespace"], "-4", "-o", "addr", "show"],
                                    capture_output=True, text=True).stdout
             assert re.search(rf"\bbr-tunnel\s+inet {re.escape(host['tunnel_address'])}/", moved), moved
             assert not re.search(r"\beth1\s+inet ", moved), moved
-        # A test host on each compute host: a namespace behind a veth whose other end
-        # is a port of br-int, bound to a logical port as nova's VIF plugging does.
-        ctl("ovn-nbctl", "ovn_nb_db_port", "--may-exist", "ls-add", "kst-geneve")
-        for host in compute:
-            netns, link, address = guests[host["name"]]
-            subprocess.run(["ip", "netns", "add", netns], check=True)
-            subprocess.run(["ip", "link", "add", f"{link}a", "type", "veth", "peer", "name", f"{link}b"], check=True)
-            subprocess.run(["ip", "link", "set", f"{link}a", "netns", f"{NAME}-{host['name']}"], check=True)
-            subprocess.run(["ip", "link", "set", f"{link}b", "netns", netns], check=True)
-            subprocess.run(["ip", "-n", netns, "addr", "add", f"{address}/24", "dev", f"{link}b"], check=True)
-            subprocess.run(["ip", "-n", netns, "link", "set", f"{link}b", "up"], check=True)
-            subprocess.run(["ip", "-n", f"{NAME}-{host['name']}", "link", "set", f"{link}a", "up"], check=True)
-            mac = subprocess.run(["ip", "-n", netns, "-brief", "link", "show", f"{link}b"], capture_output=True,
-                                 text=True).stdout.split()[2]
-            ctl("ovn-nbctl", "ovn_nb_db_port", "--may-exist", "lsp-add", "kst-geneve", f"kst-{link}")
-            ctl("ovn-nbctl", "ovn_nb_db_port", "lsp-set-addresses", f"kst-{link}", f"{mac} {address}")
-            added = engine(host).containers.get("openvswitch_vswitchd").exec_run(
-                ["ovs-vsctl", "--may-exist", "add-port", "br-int", f"{link}a", "--", "set", "Interface", f"{link}a",
-                 f"external_ids:iface-id=kst-{link}"])
-            assert added.exit_code == 0, added.output.decode()
-        (source, _, _), (_, _, target) = guests["host2"], guests["host3"]
-        wait_for("ping between the hosts through Geneve", lambda: subprocess.run(
-            ["ip", "netns", "exec", source, "ping", "-c", "1", "-W", "1", target], capture_output=True).returncode == 0,
-                 60)
-        pinged = subprocess.run(["ip", "netns", "exec", source, "ping", "-c", "20", "-i", "0.2", "-W", "1", target],
-                                capture_output=True, text=True).stdout
-        print(f"\nGeneve between host2 and host3 (userspace datapath): {pinged.strip().splitlines()[-1]}")
+
+        made = subprocess.run(["ip", "netns", "exec", host1["namespace"], KOLLA, "--config-dir",
+                               cloud["lab"].config_dir(), "init-runonce", "--prefix", prefix, "--cidr",
+                               "198.18.23.0/24"], capture_output=True, text=True, timeout=600)
+        assert made.returncode == 0, made.stdout + made.stderr
+        began = time.monotonic()
+        target = boot_server(run, prefix, "b", ["--availability-zone", "nova:host3"])
+        (address,) = [a for addresses in target["addresses"].values() for a in addresses]
+        with tempfile.NamedTemporaryFile("w", suffix=".txt") as user_data:
+            user_data.write(f"ping {address}\n")
+            user_data.flush()
+            source = boot_server(run, prefix, "a", ["--availability-zone", "nova:host2", "--user-data",
+                                                    user_data.name])
+        assert (source["OS-EXT-SRV-ATTR:host"], target["OS-EXT-SRV-ATTR:host"]) == ("host2", "host3")
+        wait_for("a ping between the servers on host2 and host3", lambda: len(answered_pings(
+            console_log(run, source["id"]), address)) >= 5, 180)
+        rtts = answered_pings(console_log(run, source["id"]), address)
+        print(f"two servers up and pinging each other over Geneve: {time.monotonic() - began:.0f} s from the first "
+              f"`server create`; round trips {min(rtts):.2f}-{max(rtts):.2f} ms (median "
+              f"{sorted(rtts)[len(rtts) // 2]:.2f}, TCG guests)")
+        # The provider network on the hosts' eth2 (the switch is its gateway), the
+        # router's gateway on it (a chassis with the uplink holds it), and a floating IP
+        # of the server on host2: it answers from the switch's namespace.
+        lab = cloud["lab"]
+        external = ipaddress.ip_network(lab.topology["external_network"])
+        run("network", "create", "--external", "--provider-network-type", "flat", "--provider-physical-network",
+            "physnet1", f"{prefix}public", values=False)
+        run("subnet", "create", "--network", f"{prefix}public", "--no-dhcp", "--subnet-range", str(external),
+            "--gateway", lab.topology["external_gateway"], "--allocation-pool",
+            f"start={external[100]},end={external[150]}", f"{prefix}public", values=False)
+        run("router", "set", "--external-gateway", f"{prefix}public", f"{prefix}router", values=False)
+        floating = run("floating", "ip", "create", f"{prefix}public", "-c", "floating_ip_address").strip()
+        run("server", "add", "floating", "ip", source["id"], floating, values=False)
+        began = time.monotonic()
+
+        def from_the_switch(count=1):
+            return subprocess.run(["ip", "netns", "exec", lab.switch, "ping", "-c", str(count), "-i", "0.2", "-W",
+                                   "1", floating], capture_output=True, text=True)
+        wait_for("the floating IP to answer from the switch", lambda: from_the_switch().returncode == 0, 120)
+        pinged = from_the_switch(20).stdout
+        print(f"floating IP {floating} answered the switch {time.monotonic() - began:.0f} s after it was added; "
+              f"{pinged.strip().splitlines()[-1]}")
         assert " 0% packet loss" in pinged, pinged
-        remotes = engine(compute[0]).containers.get("openvswitch_vswitchd").exec_run(
-            ["ovs-vsctl", "--bare", "--columns=options", "find", "Interface", "type=geneve"]).output.decode()
-        assert f"remote_ip={tunnel['host3']}" in remotes.split(), remotes
+        # host2 taken out of the compute role while a server runs there: refused before
+        # anything changes, naming the server (libvirt's in_use).
+        cloud["globals"].write_text(yaml.safe_dump({**enabled, "roles": {**settings["roles"], "compute": ["host3"]}}))
+        refused = kolla("deploy", expect=1)
+        assert f"host2: nova_libvirt is kept though this host no longer declares it: 1 still use it ({source['id']})" \
+            in refused and refused.rstrip().endswith("; nothing was changed"), refused
+        cloud["globals"].write_text(yaml.safe_dump(enabled))
         # A new ovs-vswitchd (Docker restarting it, without Salt) moves the address again.
         engine(compute[0]).containers.get("openvswitch_vswitchd").restart()
-        wait_for("ping through Geneve after ovs-vswitchd's restart", lambda: subprocess.run(
-            ["ip", "netns", "exec", source, "ping", "-c", "1", "-W", "1", target], capture_output=True).returncode == 0,
-                 60)
+        restarted = len(answered_pings(console_log(run, source["id"]), address))
+        wait_for("pings through Geneve after ovs-vswitchd's restart", lambda: len(answered_pings(
+            console_log(run, source["id"]), address)) >= restarted + 5, 120)
     finally:
-        for host in compute:
-            netns, link, _ = guests[host["name"]]
-            subprocess.run(["ip", "netns", "del", netns], capture_output=True)   # its veth goes with it
+        remove_guest(run, prefix)
+        for address in run("floating", "ip", "list", "-c", "ID").split():
+            run("floating", "ip", "delete", address, values=False)
+        lab_openstack(host1, "network", "delete", f"{prefix}public", check=False)
         cloud["globals"].write_text(yaml.safe_dump(settings))
     out = kolla("deploy")
     for host in compute:
         assert re.search(rf"{host['name']}: +removed: .*'openvswitch_vswitchd'", out), out
-        addresses = subprocess.run(["ip", "-n", f"{NAME}-{host['name']}", "-4", "-o", "addr", "show"],
+        addresses = subprocess.run(["ip", "-n", host["namespace"], "-4", "-o", "addr", "show"],
                                    capture_output=True, text=True).stdout
         assert re.search(rf"\beth1\s+inet {re.escape(host['tunnel_address'])}/", addresses), addresses
         assert "br-tunnel" not in addresses

@@ -164,8 +164,8 @@ def test_tunnels_end_on_the_tunnel_interface_or_on_the_bridge_that_took_its_addr
     assert encap_ip({**api, "eth1": ["198.18.1.12"]}) == (
         "198.18.0.12", "kolla_ovs_vswitchd_start netdev br-int", ["kolla_ovs_bridges_remove", "br-int"])
     # The bridge and its link, where ovs-vswitchd moves the address, and where destroy gives it back.
-    tunnel = ("198.18.1.12", "kolla_ovs_vswitchd_start netdev br-int eth1 br-tunnel",
-              ["kolla_ovs_bridges_remove", "br-int", "eth1", "br-tunnel"])
+    tunnel = ("198.18.1.12", "kolla_ovs_vswitchd_start netdev br-int --tunnel eth1 br-tunnel",
+              ["kolla_ovs_bridges_remove", "br-int", "--tunnel", "eth1", "br-tunnel"])
     assert encap_ip({**api, "eth1": ["198.18.1.12"]}, tunnel_interface="eth1") == tunnel
     assert encap_ip({**api, "eth1": [], "br-tunnel": ["198.18.1.12"]}, tunnel_interface="eth1") == tunnel
     with pytest.raises(ValidationError, match="key 'tunnel_interface' is 'eth0', the API interface: with the "
@@ -402,3 +402,33 @@ def test_services_spread_over_hosts_without_haproxy_are_refused_naming_what_they
     assert apis_out_of_reach(load_settings(tmp_path), placement(tmp_path), minions, tmp_path / "globals.yml") == []
     write(tmp_path, "globals.yml", {**COMPUTE, "roles": {"control": ["aio"], "compute": ["aio"]}})
     assert apis_out_of_reach(load_settings(tmp_path), placement(tmp_path), ["aio"], tmp_path / "globals.yml") == []
+
+
+def test_the_provider_networks_uplink_must_be_a_link_of_its_own_without_an_address(tmp_path):
+    """neutron_external_interface becomes a port of Open vSwitch's external bridge: the
+    API's or the tunnels' link, or a link with an address, is refused naming the key;
+    a bare link is taken and ovs-vswitchd is told to make the bridge on it."""
+    write_secrets(tmp_path, value=lambda key: "pw")
+    network = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True,
+               "network_interface": "eth0", "tunnel_interface": "eth1", "ovs_datapath_type": "netdev"}
+    interfaces = {"eth0": ["198.18.0.12"], "eth1": ["198.18.1.12"], "eth2": []}
+    for link, why in (("eth0", "the link of this host's API or tunnel address"),
+                      ("eth1", "the link of this host's API or tunnel address"),
+                      ("eth3", None)):
+        write(tmp_path, "globals.yml", {**network, "neutron_external_interface": link})
+        if why is None:
+            interfaces_with = {**interfaces, "eth3": ["198.18.2.5"]}
+            with pytest.raises(ValidationError) as refused:
+                build_pillar(tmp_path, interfaces=interfaces_with)
+            assert "which has the address 198.18.2.5 on this host" in str(refused.value.problems)
+            continue
+        with pytest.raises(ValidationError) as refused:
+            build_pillar(tmp_path, interfaces=interfaces)
+        assert f"key 'neutron_external_interface' is '{link}', {why}" in str(refused.value.problems)
+    write(tmp_path, "globals.yml", {**network, "neutron_external_interface": "eth2"})
+    services = {s["name"]: s for s in build_pillar(tmp_path, interfaces=interfaces)["kolla"]["services"]}
+    vswitchd = next(c for c in services["openvswitch"]["containers"] if c["spec"]["name"] == "openvswitch_vswitchd")
+    assert '"kolla_ovs_vswitchd_start netdev br-int --tunnel eth1 br-tunnel --external eth2 br-ex"' in \
+        vswitchd["files"]["config.json"], vswitchd["files"]
+    # destroy (or Open vSwitch disabled here) removes the external bridge too
+    assert vswitchd["spec"]["on_destroy"][-3:] == ["--external", "eth2", "br-ex"]
