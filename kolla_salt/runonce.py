@@ -5,12 +5,14 @@ It makes, through the real python-openstackclient as the cloud's admin (the
 operator folder's clouds.yaml): the guest image in glance (images/guest, Debian's
 kernel and a busybox initramfs: a kernel, a ramdisk and a disk image naming them,
 public so that every project boots it), a flavor it fits in, a network with its
-subnet and a router on it, and a keypair (the operator's public key, or a new one
+subnet and a router on it, ping and SSH allowed in by the project's default
+security group, and a keypair (the operator's public key, or a new one
 whose private key is kept 0600 in the operator folder). What is there already is
 kept: a second run makes nothing. It ends with the `openstack server create` line
 that boots a server.
 """
 import io
+import json
 import os
 import subprocess
 import sys
@@ -112,6 +114,20 @@ def init_runonce(run, client, image, prefix, cidr, public_key=None, key_file=Non
     if not run("port", "list", "--router", router, "--fixed-ip", f"subnet={servers}", "-c", "ID").strip():
         run("router", "add", "subnet", router, servers, values=False)
         out(f"[init-runonce] router {router}: on subnet {servers}")
+    # kolla-ansible's init-runonce opens ping and SSH in the project's default security
+    # group: without it only the group's own servers reach a server (its floating IP too).
+    project = run("token", "issue", "-c", "project_id").strip()
+    group = next(line.split()[0] for line in run("security", "group", "list", "--project", project, "-c", "ID",
+                                                    "-c", "Name").splitlines() if line.split()[1:] == ["default"])
+    rules = json.loads(run("security", "group", "rule", "list", group, "--ingress", "--long", "-f", "json",
+                           values=False))
+    for name, protocol, ports, options in (("ping", "icmp", None, ()), ("SSH", "tcp", "22:22", ("--dst-port", "22"))):
+        if any(r["IP Protocol"] == protocol and r["Port Range"] in (ports, "") and r["Ethertype"] == "IPv4"
+               for r in rules):
+            out(f"[init-runonce] security group rule default: {name} in: there already")
+            continue
+        run("security", "group", "rule", "create", "--ingress", "--protocol", protocol, *options, group, values=False)
+        made("security group rule", f"default: {name} in")
     if missing("keypair", key):
         if public_key is not None:
             with tempfile.NamedTemporaryFile("w", suffix=".pub") as given:

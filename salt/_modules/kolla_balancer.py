@@ -1,6 +1,8 @@
 """Execution module: this host's haproxy, for a blue/green swap on another host
 (published through the master: its `peer` setting allows kolla_balancer.* between
-minions). A thin adapter over kolla_salt.balancer.Runtime."""
+minions). A thin adapter over kolla_salt.balancer.Runtime. The caller names the
+runtime folder (a setting alike on every host): this minion's own pillar may be
+older than the deploy that calls it (a first deploy refreshes it at its end)."""
 __virtualname__ = "kolla_balancer"
 
 
@@ -8,32 +10,25 @@ def __virtual__():
     return __virtualname__
 
 
-def _runtime():
-    from kolla_salt.balancer import Runtime
-    settings = __pillar__["kolla"]["settings"]
-    runtime = Runtime(settings["haproxy_runtime_directory"]) if settings.get("enable_haproxy") else None
-    return runtime if runtime is not None and runtime.available() else None
-
-
-def _act(action, backend, server, timeout):
-    from kolla_salt.balancer import DONE, NOT_HERE
-    runtime = _runtime()
-    if runtime is None:
+def _act(action, backend, server, timeout, runtime_directory):
+    from kolla_salt.balancer import DONE, NOT_HERE, Runtime
+    runtime = Runtime(runtime_directory)
+    if not runtime.available():   # no haproxy runs here
         return NOT_HERE
     getattr(runtime, action)(backend, server, int(timeout))
     return DONE
 
 
-def take_traffic(backend, server, timeout):
+def take_traffic(backend, server, timeout, runtime_directory):
     """The server gets requests in this host's haproxy once its check finds it up."""
-    return _act("take_traffic", backend, server, timeout)
+    return _act("take_traffic", backend, server, timeout, runtime_directory)
 
 
-def drain(backend, server, timeout):
+def drain(backend, server, timeout, runtime_directory):
     """No new session goes to the server here; those it has go on."""
-    return _act("drain", backend, server, timeout)
+    return _act("drain", backend, server, timeout, runtime_directory)
 
 
-def wait_drained(backend, server, timeout):
+def wait_drained(backend, server, timeout, runtime_directory):
     """Returns once the server has no session here (timeout: seconds)."""
-    return _act("wait_drained", backend, server, timeout)
+    return _act("wait_drained", backend, server, timeout, runtime_directory)

@@ -47,9 +47,11 @@ def _remote_balancers():
     if __opts__.get("file_client") == "local":
         return None
     others = f"* and not {__opts__['id']}"
+    runtime_directory = __pillar__["kolla"]["settings"]["haproxy_runtime_directory"]
 
     def remote(action, backend, server, timeout):
-        answers = __salt__["publish.publish"](others, f"kolla_balancer.{action}", [backend, server, timeout],
+        answers = __salt__["publish.publish"](others, f"kolla_balancer.{action}",
+                                              [backend, server, timeout, runtime_directory],
                                               tgt_type="compound", timeout=timeout + 10)
         return answers if isinstance(answers, dict) else {}   # (a text when the master timed out)
     return remote

@@ -768,7 +768,8 @@ def test_a_deploy_that_no_longer_runs_libvirt_here_keeps_it_while_a_server_runs(
 def test_init_runonce_makes_what_a_first_server_needs_once_and_the_line_it_prints_boots_one(cloud, server):
     """The newcomer's path after `make deploy`: `kolla-salt init-runonce` (the server
     fixture's run) made the guest's images, a flavor, a network with its subnet and a
-    router, and a keypair whose private key it kept 0600 in the operator folder; run
+    router, ping and SSH rules in the default security group, and a keypair whose
+    private key it kept 0600 in the operator folder; run
     again it makes nothing; the `openstack server create` line it prints, pasted into
     a shell, boots a server. A bad --cidr is refused before anything is made."""
     env = cloud
@@ -777,6 +778,10 @@ def test_init_runonce_makes_what_a_first_server_needs_once_and_the_line_it_print
                  "network kst-servers", "subnet kst-servers (198.18.21.0/24)", "router kst-router",
                  "keypair kst-key"):
         assert f"[init-runonce] {made}" in first and f"{made}: there already" not in first, first
+    # ping and SSH let in by the project's default security group: a host outside the
+    # group reaches a server (by its floating IP, test_lab.py).
+    assert all(f"[init-runonce] security group rule default: {rule} in: created" in first
+               for rule in ("ping", "SSH")), first
     # The router is on the subnet (its port holds the subnet's gateway address).
     assert env.openstack("port", "list", "--router", "kst-router", "--fixed-ip", "subnet=kst-servers", "-c",
                          "Fixed IP Addresses").count("198.18.21.1'") == 1
@@ -784,7 +789,7 @@ def test_init_runonce_makes_what_a_first_server_needs_once_and_the_line_it_print
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and "PRIVATE KEY" in key.read_text()
     assert "PRIVATE KEY" not in first
     again = env.run("init-runonce", "--prefix", "kst-", "--cidr", "198.18.21.0/24").stdout
-    assert "created" not in again and again.count(": there already") == 6, again
+    assert "created" not in again and again.count(": there already") == 8, again
     line = again.split("Boot a server:", 1)[1].strip()
     try:
         booted = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=300)
