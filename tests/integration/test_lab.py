@@ -1030,7 +1030,7 @@ def answered_pings(log, target):
     return [float(ms) for ms in re.findall(rf"guest: {re.escape(target)} answered ping in ([0-9.]+) ms", log)]
 
 
-def test_servers_on_two_compute_hosts_reach_each_other_over_geneve(hosts, cloud):
+def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outside_by_floating_ip(hosts, cloud):
     """The lab becomes a whole cloud: glance, placement, nova, neutron and OVN's databases
     and northd on host1 (the control role), nova-compute, libvirt, Open vSwitch and
     ovn-controller on host2 and host3 (the compute role), tunnel_interface eth1 and
@@ -1042,9 +1042,10 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve(hosts, cloud)
     server on host2 pings the one on host3 (its user data names the address) through
     the tunnel, and again after its ovs-vswitchd restarted (Docker, without Salt: the
     address moves again). A provider network on the hosts' eth2 and the router's
-    gateway on it: the server's floating IP answers from the switch. Taking host2 out of the compute role while its server runs is
-    refused, naming the server. Servers deleted and the services disabled, they go and
-    each eth1 has its address back."""
+    gateway on it: the server's floating IP answers from the switch. Taking host2 out
+    of the compute role while its server runs is refused, naming the server; once the
+    servers are deleted it goes: host2's compute and network containers are removed
+    and its eth1 has its address back (host3's is the destroy test's)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
     enabled = {**settings, **{f"enable_{service}": True for service in (
@@ -1134,14 +1135,17 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve(hosts, cloud)
         for address in run("floating", "ip", "list", "-c", "ID").split():
             run("floating", "ip", "delete", address, values=False)
         lab_openstack(host1, "network", "delete", f"{prefix}public", check=False)
-        cloud["globals"].write_text(yaml.safe_dump(settings))
+    # Without its server host2 leaves the compute role: its compute and network
+    # containers go, its eth1 has its address back; host3 keeps them (for `destroy`).
+    cloud["globals"].write_text(yaml.safe_dump({**enabled, "roles": {**settings["roles"], "compute": ["host3"]}}))
     out = kolla("deploy")
-    for host in compute:
-        assert re.search(rf"{host['name']}: +removed: .*'openvswitch_vswitchd'", out), out
-        addresses = subprocess.run(["ip", "-n", host["namespace"], "-4", "-o", "addr", "show"],
-                                   capture_output=True, text=True).stdout
-        assert re.search(rf"\beth1\s+inet {re.escape(host['tunnel_address'])}/", addresses), addresses
-        assert "br-tunnel" not in addresses
+    assert all(re.search(rf"host2: +removed: .*'{name}'", out) for name in ("nova_libvirt", "nova_compute",
+                                                                          "openvswitch_vswitchd", "ovn_controller")), out
+    assert not re.search(r"host3: +(changed|removed)", out), out
+    addresses = subprocess.run(["ip", "-n", compute[0]["namespace"], "-4", "-o", "addr", "show"],
+                               capture_output=True, text=True).stdout
+    assert re.search(rf"\beth1\s+inet {re.escape(compute[0]['tunnel_address'])}/", addresses), addresses
+    assert "br-tunnel" not in addresses
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
@@ -1150,7 +1154,7 @@ def test_stop_and_destroy_through_the_master_reach_every_host_and_keep_the_data(
     and the health machinery leaves it stopped; `deploy` starts them again and then
     predicts no change. `destroy` names what it would remove on each host and asks;
     confirmed, it removes every host's containers and keeps their volumes (the
-    database's data)."""
+    database's data), and gives host3's tunnel link its address back."""
     out = kolla("stop", "--services", "memcached")
     assert all(f"[stop] {h['name']}: memcached stopped" in out for h in hosts), out
     time.sleep(15)   # longer than the health checks' interval: nothing starts it again
@@ -1171,6 +1175,12 @@ def test_stop_and_destroy_through_the_master_reach_every_host_and_keep_the_data(
         if host["name"] in members:   # each database member's data stays
             assert "mariadb" in [v.name for v in client.volumes.list()], host["name"]
     assert members
+    # host3's Open vSwitch (the compute test's) gave its tunnel link the address back.
+    host3 = hosts[2]
+    addresses = subprocess.run(["ip", "-n", host3["namespace"], "-4", "-o", "addr", "show"], capture_output=True,
+                               text=True).stdout
+    assert re.search(rf"\beth1\s+inet {re.escape(host3['tunnel_address'])}/", addresses), addresses
+    assert "br-tunnel" not in addresses
 
 
 def test_lab_down_leaves_nothing_behind(hosts):
