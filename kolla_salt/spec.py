@@ -240,8 +240,8 @@ class ContainerSpec:
             restart_policy=restart, healthcheck=healthcheck, labels=str_map("labels"), reasons=reasons,
             stop_timeout=stop_timeout, swap=swap, config_dir=get("config_dir", str), fills=text_list("fills"),
             stateful=stateful, cluster=cluster, listen=listen, on_destroy=text_list("on_destroy"),
-            in_use=text_list("in_use"), reloads=text_list("reloads"), before_stop=text_list("before_stop"), rechecks=text_list("rechecks"),
-            forward_only=get("forward_only", str, "") or "", converges=bool(get("converges", bool, False)))
+            in_use=text_list("in_use"), reloads=text_list("reloads"), before_stop=text_list("before_stop"),
+            rechecks=text_list("rechecks"), forward_only=get("forward_only", str, "") or "", converges=bool(get("converges", bool, False)))
 
     # -- identity ---------------------------------------------------------------
     def canonical(self):
