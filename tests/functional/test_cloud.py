@@ -921,7 +921,14 @@ def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_
         wait_for("SHUTOFF", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "SHUTOFF",
                  60)
         # nova says SHUTOFF once libvirt has the domain shut off; its qemu may take a moment more to end.
-        wait_for("the stopped server's qemu ending", lambda: qemu_pid(server["instance"]) is None, 30)
+        try:
+            wait_for("the stopped server's qemu ending", lambda: qemu_pid(server["instance"]) is None, 60)
+        except AssertionError as lingering:   # (once, in a full run: what was it doing?)
+            pid = qemu_pid(server["instance"])
+            status = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if line.startswith(("State", "PPid", "SigPnd", "ShdPnd"))] if pid else []
+            raise AssertionError(f"{lingering}: qemu {pid} {status}, waiting in "
+                                 f"{Path(f'/proc/{pid}/wchan').read_text() if pid else '-'}") from None
         env.openstack("server", "start", server["id"], values=False)
         wait_for("ACTIVE", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE",
                  60)
