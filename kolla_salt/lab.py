@@ -342,6 +342,9 @@ class Lab:
         self._kill_containers()
         stopped += self._stop(["master", "registry"] + [f"{h['name']}-engine" for h in self.topology["hosts"]])
         namespaces = sorted(ns for ns in self._namespaces() if ns.startswith(f"{self.name}-"))
+        ended = self._end_processes_in(namespaces)
+        if ended:
+            stopped.append(f"{ended} process(es) left in its hosts (guests' qemu outlive their libvirt)")
         for ns in namespaces:
             run("ip", "netns", "del", ns)
         for folder in (self.data, self.rundir):
@@ -349,6 +352,31 @@ class Lab:
         tags = self._untag_pushed()
         self.out(f"[lab] {self.name}: stopped {', '.join(stopped) or 'nothing'}; removed "
                  f"{len(namespaces)} namespace(s), the lab's data and {tags} image tag(s) for its registry")
+
+    @staticmethod
+    def _end_processes_in(namespaces):
+        """Kills every process whose network namespace is one of `namespaces` (the lab's:
+        what runs there the lab's hosts started, such as a guest's qemu, which outlives its
+        libvirt container by design); returns how many."""
+        def identity(path):
+            found = os.stat(path)
+            return found.st_dev, found.st_ino
+
+        inside = set()
+        for ns in namespaces:
+            try:
+                inside.add(identity(f"/run/netns/{ns}"))
+            except OSError:
+                continue
+        ended = 0
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit() and identity(f"/proc/{entry}/ns/net") in inside:
+                    os.kill(int(entry), signal.SIGKILL)
+                    ended += 1
+            except OSError:   # ended meanwhile
+                continue
+        return ended
 
     def _kill_containers(self):
         """Kills the running containers of every host's engine that answers."""
