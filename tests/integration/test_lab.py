@@ -1037,8 +1037,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     """The lab becomes a whole cloud: glance, placement, nova, neutron and OVN's databases
     and northd on host1 (the control role), nova-compute, libvirt, Open vSwitch and
     ovn-controller on host2 and host3 (the compute role), tunnel_interface eth1 and
-    neutron_external_interface eth2, deployed
-    through the master beside the HA control plane of the tests before (TLS on the VIP).
+    neutron_external_interface eth2, deployed through the master beside the HA control
+    plane of the tests before (TLS on the VIP).
     Both compute hosts are hypervisors; the userspace datapath took each eth1 address
     onto br-tunnel and each chassis registers it as its Geneve endpoint.
     `init-runonce`'s guest booted on each host (`--availability-zone nova:HOST`): the
@@ -1135,8 +1135,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
             console_log(run, source["id"]), address)) >= restarted + 5, 120)
     finally:
         remove_guest(run, prefix)
-        for address in run("floating", "ip", "list", "-c", "ID").split():
-            run("floating", "ip", "delete", address, values=False)
+        for floating_ip in run("floating", "ip", "list", "-c", "ID").split():
+            run("floating", "ip", "delete", floating_ip, values=False)
         lab_openstack(host1, "network", "delete", f"{prefix}public", check=False)
     # Without its server host2 leaves the compute role: its compute and network
     # containers go, its eth1 has its address back; host3 keeps them (for `destroy`).
