@@ -40,6 +40,12 @@ def host_patterns(settings, service, definition):
     return host_patterns_and_key(settings, service, definition)[0]
 
 
+def placed_on(patterns, minions):
+    """The minions of `minions` (in their order) that one of the minion-id `patterns`
+    (globals.yml roles) names."""
+    return [m for m in minions if any(fnmatch.fnmatch(m, p) for p in patterns)]
+
+
 def host_patterns_and_key(settings, service, definition):
     """(patterns, the globals.yml key they come from, for messages)."""
     if service in settings["roles"]:
@@ -86,8 +92,7 @@ def apis_out_of_reach(settings, steps, minions, globals_file):
     problem naming them, found before anything changes (on one host there is none)."""
     if settings["enable_haproxy"]:
         return []
-    hosts = {step["service"]: [m for m in minions if any(fnmatch.fnmatch(m, p) for p in step["hosts"])]
-             for step in steps}
+    hosts = {step["service"]: placed_on(step["hosts"], minions) for step in steps}
     balanced = [step["service"] for step in steps if step["balanced"]]
     problems = []
     for host in minions:
@@ -226,7 +231,7 @@ def database_facts(settings, passwords, host, peers, minion_id):
     if not settings.get("enable_mariadb"):
         return {}
     patterns = host_patterns(settings, "mariadb", ServiceRenderer(settings, passwords, host).definition("mariadb"))
-    members = [m for m in (peers or {minion_id: None}) if any(fnmatch.fnmatch(m, p) for p in patterns)]
+    members = placed_on(patterns, peers or [minion_id])
     cluster = len(members) > 1
     return {"database_cluster": cluster,
             "database_address": settings["kolla_internal_vip_address"] if cluster and settings["enable_haproxy"]
@@ -348,11 +353,11 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         forgets.update(restore_forgets(enabled[service].get("restore_forgets"),
                                        f"salt/states/kolla/{service}/defaults.yaml: restore_forgets", problems))
         patterns = host_patterns(settings, service, enabled[service])
-        if any(fnmatch.fnmatch(minion_id, pattern) for pattern in patterns):
+        if placed_on(patterns, [minion_id]):
             definitions[service] = enabled[service]
         # The API addresses of the hosts that run it: haproxy's servers.
-        placed = {m: a for m, a in (peers or {minion_id: host["api_interface_address"]}).items()
-                  if any(fnmatch.fnmatch(m, pattern) for pattern in patterns)}
+        candidates = peers or {minion_id: host["api_interface_address"]}
+        placed = {m: candidates[m] for m in placed_on(patterns, candidates)}
         addresses[service] = sorted(placed.values())
         members[service] = sorted(placed)
     problems.extend(release_skew(settings, pins, enabled))

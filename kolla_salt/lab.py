@@ -70,6 +70,7 @@ class Lab:
         self.switch = f"{name}-sw"
         self.prefix_len = self.topology["network"].split("/")[1]
         self.tunnel_prefix_len = self.topology["tunnel_network"].split("/")[1]
+        self.external_prefix_len = self.topology["external_network"].split("/")[1]
         self.registry = f"{self.topology['switch']}:{self.topology['registry_port']}"
 
     # -- names ---------------------------------------------------------------------------
@@ -119,9 +120,8 @@ class Lab:
             self.out(f"[lab] switch: namespace {self.switch}, bridge with {self.topology['switch']}")
             run("ip", "netns", "add", self.switch)
             run("ip", "-n", self.switch, "link", "set", "lo", "up")
-        external = self.topology["external_network"].split("/")[1]
         for bridge, address in (("br0", f"{self.topology['switch']}/{self.prefix_len}"), ("br1", None),
-                                ("br2", f"{self.topology['external_gateway']}/{external}")):
+                                ("br2", f"{self.topology['external_gateway']}/{self.external_prefix_len}")):
             if run("ip", "-n", self.switch, "link", "show", bridge, check=False).returncode == 0:
                 continue
             run("ip", "-n", self.switch, "link", "add", bridge, "type", "bridge")

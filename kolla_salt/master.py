@@ -9,7 +9,6 @@ interfaces) and every service is placed on at least one minion. Then the
 container-set tree is walked across hosts by `salt-run state.orchestrate
 kolla.deploy` (or kolla.upgrade, host by host): see salt/states/kolla/orchestrate.jinja.
 """
-import fnmatch
 import hashlib
 import json
 import sys
@@ -109,7 +108,7 @@ class Master:
     def preflight(self):
         """Checks the hosts before a change; returns their facts, from which `pillars`
         builds (and validates) what each host gets."""
-        from .inventory import apis_out_of_reach, placement
+        from .inventory import apis_out_of_reach, placed_on, placement
         from .settings import load_settings
         folder = self.operator_folder()
         hosts = self.host_facts()
@@ -124,7 +123,7 @@ class Master:
                                    f"the hosts' network), or enable_haproxy: false"])
         unplaced = [f"{folder / 'globals.yml'}: key '{step['key']}' ({', '.join(step['hosts'])}) matches no "
                     f"minion, so {step['service']} would run nowhere (minions: {', '.join(accepted)})"
-                    for step in steps if not any(fnmatch.fnmatch(m, p) for m in accepted for p in step["hosts"])]
+                    for step in steps if not placed_on(step["hosts"], accepted)]
         if unplaced:
             raise ValidationError(unplaced)
         out_of_reach = apis_out_of_reach(settings, steps, accepted, folder / "globals.yml")
@@ -140,11 +139,11 @@ class Master:
 
     def members(self, service, hosts):
         """(the minions of `hosts` that run `service`, its placement step)."""
-        from .inventory import placement
+        from .inventory import placed_on, placement
         step = next((s for s in placement(self.operator_folder()) if s["service"] == service), None)
         if step is None:
             return [], None
-        return [m for m in sorted(hosts) if any(fnmatch.fnmatch(m, p) for p in step["hosts"])], step
+        return placed_on(step["hosts"], sorted(hosts)), step
 
     def check_galera(self, facts, pillars):
         """A deploy that would have to found a Galera cluster from a member that may lack
