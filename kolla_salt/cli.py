@@ -1441,6 +1441,18 @@ def cmd_init_runonce(args):
           + shlex.join(argv))
 
 
+def cmd_compute(args):
+    """A compute host emptied of its servers, or taking them again (kolla_salt.compute)."""
+    from .compute import Compute, connect
+    if args.timeout <= 0:
+        raise ValidationError([f"--timeout: {args.timeout}: must be a positive number of seconds"])
+    compute = Compute(connect(args.config_dir), out=lambda m: print(m, flush=True))
+    if args.action == "drain":
+        compute.drain(args.host, timeout=args.timeout)
+    else:
+        compute.undrain(args.host)
+
+
 def cmd_lab(args):
     """The lab of hosts on one machine (kolla_salt.lab)."""
     from .lab import Lab
@@ -1553,6 +1565,12 @@ def build_parser():
     p.add_argument("--cidr", default="10.0.0.0/24", help="the subnet's range (default 10.0.0.0/24)")
     p.add_argument("--public-key", metavar="FILE", help="the keypair's public key (default: a new keypair, "
                                                        "its private key in the operator folder as PREFIXkey.pem)")
+    p = add("compute", cmd_compute, "drain: disable a compute host in nova and live-migrate its servers to the "
+            "others (refused, naming them, when they do not fit there); undrain: let nova schedule there again")
+    p.add_argument("action", choices=("drain", "undrain"))
+    p.add_argument("host", metavar="HOST", help="the compute host (its nova-compute's host name: the minion id)")
+    p.add_argument("--timeout", type=float, default=600, help="drain: seconds to wait for the servers to move "
+                                                              "(default 600)")
     p = add("mariadb-backup", cmd_mariadb_backup, "back up the database with mariabackup while it serves "
             "(kept in mariadb_backup_directory with a manifest and the secrets its data needs; through a master: "
             "of the last Synced Galera member, desynced meanwhile)")

@@ -1046,9 +1046,13 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     the tunnel, and again after its ovs-vswitchd restarted (Docker, without Salt: the
     address moves again). A provider network on the hosts' eth2 and the router's
     gateway on it: the server's floating IP answers from the switch. Taking host2 out
-    of the compute role while its server runs is refused, naming the server; once the
-    servers are deleted it goes: host2's compute and network containers are removed
-    and its eth1 has its address back (host3's is the destroy test's)."""
+    of the compute role while its server runs is refused, naming the server.
+    `compute drain host2` live-migrates that server to host3 while the switch pings
+    its floating IP (the loss is printed; afterwards it answers every ping); then
+    `compute drain host3` is refused, naming both servers (no other host is enabled),
+    and `compute undrain host2` enables host2 again. Once the servers are deleted
+    host2 leaves the compute role: its compute and network containers are removed and
+    its eth1 has its address back (host3's is the destroy test's)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
     enabled = {**settings, **{f"enable_{service}": True for service in (
@@ -1133,6 +1137,42 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         restarted = len(answered_pings(console_log(run, source["id"]), address))
         wait_for("pings through Geneve after ovs-vswitchd's restart", lambda: len(answered_pings(
             console_log(run, source["id"]), address)) >= restarted + 5, 120)
+
+        def kolla_compute(*args):   # `kolla-salt compute` in host1's namespace, where the VIP is
+            return subprocess.run(["ip", "netns", "exec", host1["namespace"], KOLLA, "--config-dir", lab.config_dir(),
+                                   "compute", *args], capture_output=True, text=True, timeout=900)
+
+        def nova_compute_status(host):
+            return run("compute", "service", "list", "--service", "nova-compute", "--host", host, "-c", "Status").strip()
+        # host2 drained while the switch pings the floating IP of its server every 0.1 s
+        # (bounded: at most 3,000 pings in 300 s): the server moves to host3 by live
+        # migration, its disk with it (block migration: no shared storage).
+        pinger = subprocess.Popen(["ip", "netns", "exec", lab.switch, "ping", "-i", "0.1", "-c", "3000", "-w", "300",
+                                   "-W", "1", floating], stdout=subprocess.PIPE, text=True)
+        drained = kolla_compute("drain", "host2")
+        pinger.send_signal(signal.SIGINT)
+        during = pinger.communicate(timeout=30)[0]
+        assert drained.returncode == 0, drained.stdout + drained.stderr
+        assert "[compute drain] host2: nova-compute disabled" in drained.stdout, drained.stdout
+        moved = re.search(rf"\({source['id']}\): on host3 after ([\d.]+) s", drained.stdout)
+        assert moved, drained.stdout
+        assert run("server", "show", source["id"], "-c", "OS-EXT-SRV-ATTR:host").strip() == "host3"
+        sent, received = map(int, re.search(r"(\d+) packets transmitted, (\d+) received", during).groups())
+        print(f"compute drain host2: the server live-migrated to host3 in {moved.group(1)} s (128 MB TCG guest, "
+              f"block migration); its floating IP, pinged every 0.1 s meanwhile: {sent - received} of {sent} lost "
+              f"(~{(sent - received) / 10:.1f} s)")
+        pinged = from_the_switch(20).stdout
+        assert " 0% packet loss" in pinged, pinged
+        assert nova_compute_status("host2") == "disabled"
+        # With host2 drained, host3's servers fit nowhere: refused, naming both, nothing changed.
+        refused = kolla_compute("drain", "host3")
+        assert refused.returncode == 2 and "fit on no other compute host (none is enabled and up)" in refused.stderr \
+            and source["id"] in refused.stderr and target["id"] in refused.stderr, refused.stderr
+        assert nova_compute_status("host3") == "enabled"
+        undrained = kolla_compute("undrain", "host2")
+        assert undrained.returncode == 0 and "host2: nova-compute enabled (it was disabled: 'kolla-salt compute " \
+            "drain')" in undrained.stdout, undrained
+        assert nova_compute_status("host2") == "enabled"
     finally:
         remove_guest(run, prefix)
         for floating_ip in run("floating", "ip", "list", "-c", "ID").split():
