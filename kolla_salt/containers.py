@@ -28,7 +28,7 @@ from . import generations
 from .balancer import Balancers, Runtime
 from .build import from_registry, image_folder
 from .configfiles import read_config_files
-from .engine import create_volume, labelled_spec, run_check
+from .engine import UNCONFINED_SYSTEM_PATHS, create_container, create_volume, labelled_spec, run_check
 from .errors import ContainerExited, HealthTimeout, ImageMissing, KollaError, NoEarlierGeneration
 from .jobs import JobRunner
 from .private import redact
@@ -223,7 +223,8 @@ class ContainerManager(Swaps, JobRunner):
     def _privilege_notes(self, spec):
         if spec.privileged and self._host_missing_caps():
             return ["this host forbids --privileged (its capability bounding set lacks "
-                    f"{', '.join(self._host_missing_caps())}); granted every other capability instead"]
+                    f"{', '.join(self._host_missing_caps())}); granted every other capability and a writable "
+                    "/proc/sys instead"]
         return []
 
     def _host_missing_caps(self):
@@ -273,7 +274,7 @@ class ContainerManager(Swaps, JobRunner):
         full = spec.canonical()
         full["environment"] = dict(spec.environment)
         history.add(generation, full, target.image_id, target.config_hash)
-        container = self.client.containers.create(name=name, labels=labels, **args)
+        container = create_container(self.client, name=name, labels=labels, **args)
         self.out(f"{spec.name}: created generation {generation} from {spec.image}")
         return container
 
@@ -315,7 +316,9 @@ class ContainerManager(Swaps, JobRunner):
         if spec.privileged and not self._host_missing_caps():
             args["privileged"] = True
         elif spec.privileged:
-            args.update(cap_add=["ALL"], cap_drop=self._host_missing_caps())
+            # What --privileged gives that capabilities do not: /proc's system paths
+            # unmasked and writable (a namespace's own sysctls, /proc/sys/net).
+            args.update(cap_add=["ALL"], cap_drop=self._host_missing_caps(), **{UNCONFINED_SYSTEM_PATHS: True})
         elif spec.cap_add:
             args["cap_add"] = list(spec.cap_add)
         return args

@@ -2,7 +2,7 @@
 by the container manager, its swaps, the health loop and the release checks: the
 current ones (one cheap listing), the spec one was created with, the port one behind
 haproxy listens on, whether one passes its own check now; and a named volume made
-with an id of its own."""
+with an id of its own, a container made with what the SDK cannot say."""
 import uuid
 
 import docker.errors
@@ -50,3 +50,19 @@ def passes_check(container, spec):
 def create_volume(client, name):
     """A named volume with an id of its own (see ContainerManager.ensure_volumes)."""
     return client.volumes.create(name, labels={LABEL_VOLUME_ID: uuid.uuid4().hex})
+
+
+# A _docker_args key: /proc's system paths unmasked and writable (create_container).
+UNCONFINED_SYSTEM_PATHS = "unconfined_system_paths"
+
+
+def create_container(client, **args):
+    """client.containers.create(**args); with args[UNCONFINED_SYSTEM_PATHS], as the
+    Docker CLI's --security-opt systempaths=unconfined, which the SDK cannot say: the
+    CLI sends it to the engine as empty MaskedPaths and ReadonlyPaths."""
+    if not args.pop(UNCONFINED_SYSTEM_PATHS, False):
+        return client.containers.create(**args)
+    from docker.models.containers import _create_container_args   # how create() builds its request
+    request = _create_container_args({**args, "version": client.api._version})
+    request["host_config"].update(MaskedPaths=[], ReadonlyPaths=[])
+    return client.containers.get(client.api.create_container(**request)["Id"])

@@ -9,6 +9,7 @@ import hashlib
 import os
 
 from .configfiles import read_config_files
+from .engine import create_container
 from .errors import JobFailed
 from .private import redact, write_private
 from .spec import CONFIG_MOUNT, LABEL_JOB, LABEL_SET, config_hash
@@ -79,8 +80,8 @@ class JobRunner:
         args["restart_policy"] = None
         args["cpu_shares"] = JOB_CPU_SHARES
         args.pop("healthcheck")
-        container = self.client.containers.create(
-            name=spec.name, labels={**spec.labels, LABEL_JOB: "true", LABEL_SET: spec.set_path}, **args)
+        container = create_container(
+            self.client, name=spec.name, labels={**spec.labels, LABEL_JOB: "true", LABEL_SET: spec.set_path}, **args)
         try:
             container.start()
             result = container.wait(timeout=timeout)

@@ -1035,15 +1035,17 @@ def answered_pings(log, target):
 
 def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outside_by_floating_ip(hosts, cloud):
     """The lab becomes a whole cloud: glance, placement, nova, neutron and OVN's databases
-    and northd on host1 (the control role), nova-compute, libvirt, Open vSwitch and
-    ovn-controller on host2 and host3 (the compute role), tunnel_interface eth1 and
+    and northd on host1 (the control role), nova-compute, libvirt, Open vSwitch,
+    ovn-controller and neutron's OVN metadata agent on host2 and host3 (the compute
+    role), tunnel_interface eth1 and
     neutron_external_interface eth2, deployed through the master beside the HA control
     plane of the tests before (TLS on the VIP).
     Both compute hosts are hypervisors; the userspace datapath took each eth1 address
     onto br-tunnel and each chassis registers it as its Geneve endpoint.
     `init-runonce`'s guest booted on each host (`--availability-zone nova:HOST`): the
-    server on host2 pings the one on host3 (its user data names the address) through
-    the tunnel, and again after its ovs-vswitchd restarted (Docker, without Salt: the
+    server on host2 pings the one on host3 (its user data, read from the metadata
+    service at 169.254.169.254 with no config drive, names the address) through the
+    tunnel, and again after its ovs-vswitchd restarted (Docker, without Salt: the
     address moves again). A provider network on the hosts' eth2 and the router's
     gateway on it: the server's floating IP answers from the switch. Taking host2 out
     of the compute role while its server runs is refused, naming the server.
@@ -1056,7 +1058,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
     enabled = {**settings, **{f"enable_{service}": True for service in (
-        "glance", "placement", "nova", "nova_compute", "libvirt", "neutron", "openvswitch", "ovn", "ovn_controller")}}
+        "glance", "placement", "nova", "nova_compute", "libvirt", "neutron", "openvswitch", "ovn", "ovn_controller",
+        "neutron_ovn_metadata_agent")}}
     cloud["globals"].write_text(yaml.safe_dump(enabled))
     ports = load_settings(cloud["lab"].config_dir())
     prefix = "kstl-"
@@ -1098,7 +1101,14 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         assert (source["OS-EXT-SRV-ATTR:host"], target["OS-EXT-SRV-ATTR:host"]) == ("host2", "host3")
         wait_for("a ping between the servers on host2 and host3", lambda: len(answered_pings(
             console_log(run, source["id"]), address)) >= 5, 180)
-        rtts = answered_pings(console_log(run, source["id"]), address)
+        said = console_log(run, source["id"])
+        rtts = answered_pings(said, address)
+        # No config drive (nova forces none with the metadata agent): the guest read its
+        # hostname, key and user data (the address it pings) from 169.254.169.254.
+        assert "kolla-salt guest: no config drive" in said and f"kolla-salt guest: metadata service hostname " \
+            f"{prefix}a" in said and f"kolla-salt guest: user data ping {address}" in said, said
+        public_key = run("keypair", "show", "--public-key", f"{prefix}key").strip()
+        assert f"kolla-salt guest: authorized key {public_key}" in said, said
         print(f"two servers up and pinging each other over Geneve: {time.monotonic() - began:.0f} s from the first "
               f"`server create`; round trips {min(rtts):.2f}-{max(rtts):.2f} ms (median "
               f"{sorted(rtts)[len(rtts) // 2]:.2f}, TCG guests)")
