@@ -1412,6 +1412,7 @@ def cmd_init_runonce(args):
     import ipaddress
     from .build import Builder, image_ref
     import shlex
+    from .clouds import clouds_file_problem
     from .runonce import client_command, init_runonce, openstack
     problems = []
     try:
@@ -1424,9 +1425,7 @@ def cmd_init_runonce(args):
             public_key = Path(args.public_key).read_text()
         except OSError as error:
             problems.append(f"--public-key: {args.public_key}: {error.strerror}")
-    clouds = Path(args.config_dir) / "clouds.yaml"
-    if not clouds.is_file():
-        problems.append(f"{clouds}: missing; `kolla-salt deploy` writes it once keystone serves")
+    problems.extend(filter(None, [clouds_file_problem(args.config_dir)]))
     if problems:
         raise ValidationError(problems)
     settings, client = _settings(args), _client()

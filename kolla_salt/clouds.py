@@ -10,6 +10,12 @@ from .private import write_private
 CLOUD_NAME = "kolla-admin"
 
 
+def clouds_file_problem(config_dir):
+    """Why the admin's clouds.yaml of `config_dir` cannot be used (it is missing), or None."""
+    clouds = Path(config_dir) / "clouds.yaml"
+    return None if clouds.is_file() else f"{clouds}: missing; `kolla-salt deploy` writes it once keystone serves"
+
+
 def keystone_url(settings):
     """Where clients reach keystone: haproxy's VIP (over TLS with
     kolla_enable_tls_internal), or the host's address without haproxy (the host's

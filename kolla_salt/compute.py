@@ -15,11 +15,10 @@ The drained state is nova's: a deploy leaves it, `undrain` enables the host agai
 It speaks to the cloud as its admin, through openstacksdk with the operator
 folder's clouds.yaml (the same cloud `init-runonce` uses).
 """
-import os
 import time
 from pathlib import Path
 
-from .clouds import CLOUD_NAME
+from .clouds import CLOUD_NAME, clouds_file_problem
 from .errors import KollaError, ValidationError
 
 DRAIN_REASON = "kolla-salt compute drain"
@@ -61,12 +60,12 @@ def describe(needs):
 
 def connect(config_dir):
     """The cloud of `config_dir` (its clouds.yaml) as its admin."""
-    import openstack
-    clouds = Path(config_dir) / "clouds.yaml"
-    if not clouds.is_file():
-        raise ValidationError([f"{clouds}: missing; `kolla-salt deploy` writes it once keystone serves"])
-    os.environ["OS_CLIENT_CONFIG_FILE"] = str(clouds)
-    return openstack.connect(cloud=CLOUD_NAME)
+    import openstack.config
+    problem = clouds_file_problem(config_dir)
+    if problem:
+        raise ValidationError([problem])
+    config = openstack.config.OpenStackConfig(config_files=[str(Path(config_dir) / "clouds.yaml")])
+    return openstack.connection.Connection(config=config.get_one(cloud=CLOUD_NAME))
 
 
 class Compute:
