@@ -61,6 +61,7 @@ def describe(needs):
 def connect(config_dir):
     """The cloud of `config_dir` (its clouds.yaml) as its admin."""
     import openstack.config
+    import openstack.connection
     problem = clouds_file_problem(config_dir)
     if problem:
         raise ValidationError([problem])
