@@ -1425,7 +1425,9 @@ def cmd_init_runonce(args):
             public_key = Path(args.public_key).read_text()
         except OSError as error:
             problems.append(f"--public-key: {args.public_key}: {error.strerror}")
-    problems.extend(filter(None, [clouds_file_problem(args.config_dir)]))
+    clouds_problem = clouds_file_problem(args.config_dir)
+    if clouds_problem:
+        problems.append(clouds_problem)
     if problems:
         raise ValidationError(problems)
     settings, client = _settings(args), _client()
