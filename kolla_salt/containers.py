@@ -430,12 +430,9 @@ class ContainerManager(Swaps, JobRunner):
         first while it still runs (what it made outside itself); its volumes only with
         `remove_volumes`. Returns the plan it carried out (destroy_plan)."""
         plan = self.destroy_plan(prefix)
-        for name in plan["endings"]:
-            self.run_on_destroy(self.client.containers.get(name))
         for name in plan["jobs"]:
             self.client.containers.get(name).remove(force=True)
-        for name in plan["containers"]:
-            self.remove(self.client.containers.get(name))
+        self.retire([self.client.containers.get(name) for name in plan["containers"]])
         # A container removed by hand before (docker rm) still has a running generation in history.
         for name in generations.recorded_names(self.state_dir):
             if name.startswith(prefix) and self.get(name) is None:
@@ -462,6 +459,15 @@ class ContainerManager(Swaps, JobRunner):
         """{name: what uses it} of the undeclared containers something still uses."""
         found = {c.name: self.in_use(c) for c in self.undeclared(declared_sets, prefix)}
         return {name: users for name, users in found.items() if users}
+
+    def retire(self, containers):
+        """Removes `containers` (never their volumes), each running one's on_destroy
+        command first, every ending before any removal: an ending may need another
+        leaving container (ovn-controller's exit needs Open vSwitch's database)."""
+        for container in containers:
+            self.run_on_destroy(container)
+        for container in containers:
+            self.remove(container)
 
     def run_on_destroy(self, container):
         """Runs the on_destroy command of a running container before it goes: what it

@@ -130,14 +130,11 @@ def undeclared_in_use(declared_sets):
 
 def remove_undeclared(declared_sets):
     """Removes them (never their volumes), each running one's on_destroy command first
-    (as `destroy` does); returns the names removed."""
+    (as `destroy` does: ContainerManager.retire); returns the names removed."""
     manager = _manager()
-    removed = []
-    for container in _undeclared(manager, declared_sets):
-        manager.run_on_destroy(container)
-        manager.remove(container)
-        removed.append(container.name)
-    return removed
+    leaving = _undeclared(manager, declared_sets)
+    manager.retire(leaving)
+    return [container.name for container in leaving]
 
 
 def _engine_error():

@@ -1053,8 +1053,9 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     its floating IP (the loss is printed; afterwards it answers every ping); then
     `compute drain host3` is refused, naming both servers (no other host is enabled),
     and `compute undrain host2` enables host2 again. Once the servers are deleted
-    host2 leaves the compute role: its compute and network containers are removed and
-    its eth1 has its address back (host3's is the destroy test's)."""
+    host2 leaves the compute role: it leaves nova (no service, no hypervisor) and OVN
+    (no chassis, no agent), its compute and network containers are removed and its
+    eth1 has its address back (host3's is the destroy test's)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
     enabled = {**settings, **{f"enable_{service}": True for service in (
@@ -1152,26 +1153,35 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
 
         def nova_compute_status(host):
             return run("compute", "service", "list", "--service", "nova-compute", "--host", host, "-c", "Status").strip()
-        # host2 drained while the switch pings the floating IP of its server every 0.1 s
-        # (bounded: at most 3,000 pings in 300 s): the server moves to host3 by live
-        # migration, its disk with it (block migration: no shared storage).
-        pinger = subprocess.Popen(["ip", "netns", "exec", lab.switch, "ping", "-i", "0.1", "-c", "3000", "-w", "300",
-                                   "-W", "1", floating], stdout=subprocess.PIPE, text=True)
-        drained = kolla_in_host1("compute", "drain", "host2")
-        pinger.send_signal(signal.SIGINT)
-        during = pinger.communicate(timeout=30)[0]
+
+        def pinged_during(action):
+            """(what `action` returned, pings sent, pings lost, ping's output) with the
+            switch pinging the floating IP every 0.1 s meanwhile (bounded: at most 3,000
+            pings in 300 s)."""
+            pinger = subprocess.Popen(["ip", "netns", "exec", lab.switch, "ping", "-i", "0.1", "-c", "3000", "-w",
+                                       "300", "-W", "1", floating], stdout=subprocess.PIPE, text=True)
+            try:
+                done = action()
+            finally:
+                pinger.send_signal(signal.SIGINT)
+                said = pinger.communicate(timeout=30)[0]
+            sent, received = map(int, re.search(r"(\d+) packets transmitted, (\d+) received", said).groups())
+            return done, sent, sent - received, said
+
+        # host2 drained while the switch pings its server's floating IP: the server moves
+        # to host3 by live migration, its disk with it (block migration: no shared storage).
+        drained, sent, lost, during = pinged_during(lambda: kolla_in_host1("compute", "drain", "host2"))
         assert drained.returncode == 0, drained.stdout + drained.stderr
         assert "[compute drain] host2: nova-compute disabled" in drained.stdout, drained.stdout
         moved = re.search(rf"\({source['id']}\): on host3 after ([\d.]+) s", drained.stdout)
         assert moved, drained.stdout
         assert run("server", "show", source["id"], "-c", "OS-EXT-SRV-ATTR:host").strip() == "host3"
-        sent, received = map(int, re.search(r"(\d+) packets transmitted, (\d+) received", during).groups())
         print(f"compute drain host2: the server live-migrated to host3 in {moved.group(1)} s (128 MB TCG guest, "
-              f"block migration); its floating IP, pinged every 0.1 s meanwhile: {sent - received} of {sent} lost "
-              f"(~{(sent - received) / 10:.1f} s)")
+              f"block migration); its floating IP, pinged every 0.1 s meanwhile: {lost} of {sent} lost "
+              f"(~{lost / 10:.1f} s)")
         # A live migration pauses the guest only for its last copy (0.1 s here); a server
         # stopped and started on host3 would stay dark for its move and its boot.
-        assert sent - received <= 50, during
+        assert lost <= 50, during
         pinged = from_the_switch(20).stdout
         assert " 0% packet loss" in pinged, pinged
         assert nova_compute_status("host2") == "disabled"
@@ -1180,6 +1190,22 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         assert refused.returncode == 2 and "fit on no other compute host (none is enabled and up)" in refused.stderr \
             and source["id"] in refused.stderr and target["id"] in refused.stderr, refused.stderr
         assert nova_compute_status("host3") == "enabled"
+        # nova-compute upgraded host by host through the master (here a new setting of
+        # its own): drained host2 first, then host3 with both servers on it. Replacing
+        # nova-compute leaves the guests running in libvirt's container: no ping lost,
+        # and nova still manages them (host3's nova-compute is up, the server active).
+        enabled["nova_compute_shutdown_timeout"] = 8
+        cloud["globals"].write_text(yaml.safe_dump(enabled))
+        began = time.monotonic()
+        upgraded, sent, lost, during = pinged_during(lambda: kolla("upgrade", "--services", "nova_compute",
+                                                                   "--batch", "1"))
+        assert all(f"{h['name']}: changed nova_compute" in upgraded for h in compute), upgraded
+        print(f"nova-compute upgraded on host2 (drained), then host3 (both servers): "
+              f"{time.monotonic() - began:.0f} s; the floating IP lost {lost} of {sent} pings at 0.1 s")
+        assert lost == 0, during
+        assert run("compute", "service", "list", "--service", "nova-compute", "--host", "host3", "-c",
+                   "State").strip() == "up"
+        assert run("server", "show", source["id"], "-c", "status").strip() == "ACTIVE"
         undrained = kolla_in_host1("compute", "undrain", "host2")
         assert undrained.returncode == 0 and "host2: nova-compute enabled (it was disabled: 'kolla-salt compute " \
             "drain')" in undrained.stdout, undrained
@@ -1196,6 +1222,15 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     assert all(re.search(rf"host2: +removed: .*'{name}'", out) for name in ("nova_libvirt", "nova_compute",
                                                                           "openvswitch_vswitchd", "ovn_controller")), out
     assert not re.search(r"host3: +(changed|removed)", out), out
+    # Before its containers went, host2 left nova (its service, compute node and
+    # resource provider: kolla_nova_compute_retire) and OVN (ovn-controller's exit
+    # deleted its chassis: no tunnel to it, no dead agent in neutron).
+    assert run("compute", "service", "list", "--service", "nova-compute", "-c", "Host").split() == ["host3"]
+    assert run("hypervisor", "list", "-c", "Hypervisor Hostname").split() == ["host3"]
+    assert run("network", "agent", "list", "--host", "host2", "-c", "ID").split() == []
+    encaps = northd.exec_run(["ovn-sbctl", f"--db=tcp:{host1['address']}:{ports['ovn_sb_db_port']}", "--bare",
+                              "--columns=ip", "list", "Encap"]).output.decode().split()
+    assert encaps == [compute[1]["tunnel_address"]], encaps
     addresses = subprocess.run(["ip", "-n", compute[0]["namespace"], "-4", "-o", "addr", "show"],
                                capture_output=True, text=True).stdout
     assert re.search(rf"\beth1\s+inet {re.escape(compute[0]['tunnel_address'])}/", addresses), addresses
