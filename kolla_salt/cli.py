@@ -682,34 +682,30 @@ def _declaring(config_dir, check=None, master=None):
 
 
 def cmd_status(args):
-    """What runs, in the set tree; what pins.yml holds; the health loop."""
+    """What runs on each host (kolla_container.status), in the set tree; what pins.yml
+    holds; the health loop."""
     from .inventory import load_pins
-    from .status import collect, health_loop, render
+    from .status import render, render_hosts
     settings = _settings(args)
-    tls = _certificate_status(args, settings)
-    if args.master:
-        return _status_through_master(args, load_pins(args.config_dir), tls)
-    rows, loop, pins = collect(_client(), settings), health_loop(settings), load_pins(args.config_dir)
-    if args.format == "json":
-        print(json.dumps({"containers": rows, "health_loop": loop, "tls_certificates": tls,
-                          "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
-    else:
-        print(render(rows, loop, pins.describe()) + _said_certificate(tls))
-
-
-def _status_through_master(args, pins, tls):
-    """Every host's containers (kolla_container.status on each minion)."""
-    from .status import render_hosts
-    found = args.master.ask_all("kolla_container.status")
+    tls, pins = _certificate_status(args, settings), load_pins(args.config_dir)
+    found = _road(args).ask_all("kolla_container.status")
     hosts = {host: ret for host, ret in found.items() if isinstance(ret, dict) and "containers" in ret}
     silent = {host: f"its Docker engine does not answer ({ret['engine_error']})" if isinstance(ret, dict)
               else ret or "its salt-minion does not answer the master"
               for host, ret in found.items() if host not in hosts}
-    if args.format == "json":
-        print(json.dumps({"hosts": hosts, "not_answering": silent, "tls_certificates": tls,
-                          "pins": {"services": pins.services, "containers": pins.containers}}, indent=2))
+    said_pins = {"services": pins.services, "containers": pins.containers}
+    if args.master:
+        if args.format == "json":
+            print(json.dumps({"hosts": hosts, "not_answering": silent, "tls_certificates": tls, "pins": said_pins},
+                             indent=2))
+        else:
+            print(render_hosts(hosts, silent, pins.describe()) + _said_certificate(tls))
+    elif silent:
+        raise KollaError(f"status: this host's Docker engine does not answer ({found[None]['engine_error']})")
+    elif args.format == "json":
+        print(json.dumps({**hosts[None], "tls_certificates": tls, "pins": said_pins}, indent=2))
     else:
-        print(render_hosts(hosts, silent, pins.describe()) + _said_certificate(tls))
+        print(render(hosts[None]["containers"], hosts[None]["health_loop"], pins.describe()) + _said_certificate(tls))
     return 1 if silent else 0
 
 
@@ -761,28 +757,33 @@ def _named(args, settings, lookup):
 def cmd_logs(args):
     """A container's stdout/stderr (docker logs); the service's own log files are
     under <kolla_log_directory>/<service>/ on the host."""
+    if args.follow:
+        return _follow_logs(args)
+    host, name = _host_and_container(args) if args.master else (None, args.container)
+    text = _road(args).returns(host, "kolla_container.logs", name, *([args.tail] if args.tail is not None else []))
+    if host not in text:
+        raise KollaError(f"logs: host {host} does not answer the master")
+    if text[host] is None:
+        raise KollaError(f"logs: no container named {name}{f' on {host}' if host else ''}")
+    sys.stdout.write(text[host])
+    return 0
+
+
+def _follow_logs(args):
+    """`logs --follow`: streamed from this host's engine (Salt returns once, when a
+    function ends)."""
     from .containers import ContainerManager
     if args.master:
-        host, name = _host_and_container(args)
-        text = args.master.returns(host, "kolla_container.logs", name,
-                                   *([args.tail] if args.tail is not None else []))
-        if host not in text:
-            raise KollaError(f"logs: host {host} does not answer the master")
-        if text[host] is None:
-            raise KollaError(f"logs: no container named {name} on {host}")
-        sys.stdout.write(text[host])
-        return 0
+        raise ValidationError(["logs --follow: on the container's own host only (through a master, "
+                               "`logs HOST:CONTAINER` without --follow)"])
     settings = _settings(args)
     _, container = _named(args, settings, ContainerManager.from_settings(settings, client=_client()).get)
     if container is None:
         raise KollaError(f"logs: no container named {args.container}")
-    tail = args.tail if args.tail is not None else "all"
-    if args.follow:
-        for chunk in container.logs(stream=True, follow=True, tail=tail):
-            sys.stdout.write(chunk.decode(errors="replace"))
-            sys.stdout.flush()
-    else:
-        sys.stdout.write(container.logs(tail=tail).decode(errors="replace"))
+    for chunk in container.logs(stream=True, follow=True, tail=args.tail if args.tail is not None else "all"):
+        sys.stdout.write(chunk.decode(errors="replace"))
+        sys.stdout.flush()
+    return 0
 
 
 def cmd_history(args):
@@ -817,64 +818,62 @@ def cmd_history(args):
 
 
 def cmd_rollback(args):
-    from .containers import ContainerManager
-    from .settings import load_passwords
+    """A container (or, on one host, a set's containers in reverse order) back to its
+    last known good generation, pinned in pins.yml: kolla_container.rollback_target
+    and rollback on its host, through a master (HOST:CONTAINER) or on this one."""
     if args.release:
         return _rollback_release_through_master(args) if args.master else _rollback_release(args)
     if args.master:
         if not args.container:
             raise ValidationError(["rollback: through a master, name one container: HOST:CONTAINER"])
-        return _rollback_through_master(args, *_host_and_container(args))
-    settings = _settings(args)
-    manager = ContainerManager.from_settings(settings, load_passwords(args.config_dir).values(), client=_client(),
-                                             out=lambda m: print(f"[rollback] {m}", flush=True))
-    if args.container:
-        names = [_named(args, settings, manager.get)[0] or args.container]
+        host, name = _host_and_container(args)
+        names, pillar = [name], _pillar_of(args, host)
     else:
-        names = _set_containers(args, settings)[::-1]   # a set rolls back in reverse order
-    pillar = _validated_pillar(args)
-    # Every target is known (or the rollback refused) before anything changes. A set's
-    # container with no earlier generation did not change since: it stays as it is.
-    targets = {}
-    for name in names:
-        try:
-            targets[name] = manager.rollback_target(name)["generation"]
-        except NoEarlierGeneration as error:
-            if args.container:
-                raise
-            print(f"[rollback] {name}: left as it is, {str(error).removeprefix('rollback: ')}", flush=True)
-    try:
-        with healthloop.ledger(settings).paused_restarts():
-            for name in targets:
-                _declare_rollback(args, name, lambda: targets[name],
-                                  lambda: manager.rollback(name), _pin_facts(pillar, name))
-    finally:
-        _ensure_health_loop(args, settings, "rollback")
-    print("[rollback] pins.yml keeps this at the next deploy; `kolla-salt unpin NAME` lets it follow "
-          "globals.yml again")
+        host, pillar = None, _validated_pillar(args)
+        names = [args.container] if args.container else _set_containers(args)[::-1]   # a set: reverse order
+    road = _road(args)
 
-
-def _rollback_through_master(args, host, name):
-    """As on one host (cmd_rollback), the pin keyed HOST:CONTAINER: that host's
-    container is held, the same container elsewhere follows globals.yml."""
-    def on_host(function):
-        ret = args.master.returns(host, function, name, timeout=600)
+    def on_host(function, name):
+        ret = road.returns(host, function, name, timeout=600)
         if host not in ret:
             raise KollaError(f"rollback: host {host} does not answer the master")
         if not isinstance(ret[host], dict):
             raise KollaError(f"rollback: {host}: {ret[host]}")
         return ret[host]
-    def rollback():
-        done = on_host("kolla_container.rollback")
-        return done["returned_to"], done["generation"]
+    # Every target is known (or the rollback refused) before anything changes. A set's
+    # container with no earlier generation did not change since: it stays as it is.
+    targets = {}
+    for name in names:
+        found = on_host("kolla_container.rollback_target", name)
+        if "none" in found and args.container:
+            raise NoEarlierGeneration(found["none"])
+        if "none" in found:
+            print(f"[rollback] {found['name']}: left as it is, {found['none'].removeprefix('rollback: ')}",
+                  flush=True)
+        else:
+            targets[found["name"]] = found["generation"]
+    try:
+        for name, generation in targets.items():
+            def rollback(name=name):
+                done = on_host("kolla_container.rollback", name)
+                return done["returned_to"], done["generation"]
+            _declare_rollback(args, f"{host}:{name}" if host else name, generation, rollback,
+                              _pin_facts(pillar, name))
+    finally:
+        if not args.master:
+            _ensure_health_loop(args, _settings(args), "rollback")
+    print("[rollback] pins.yml keeps this at the next deploy; `kolla-salt unpin NAME` lets it follow "
+          "globals.yml again")
+    return 0
+
+
+def _pillar_of(args, host):
+    """The pillar the master builds for `host` (which must answer)."""
     from .master import ANSWER_SECONDS
     facts = args.master.returns([host], "kolla_container.facts", timeout=ANSWER_SECONDS)
     if not isinstance(facts.get(host), dict):
         raise KollaError(f"rollback: host {host} does not answer the master")
-    pillar = args.master.pillars(facts)[host]
-    _declare_rollback(args, f"{host}:{name}", lambda: on_host("kolla_container.rollback_target")["generation"],
-                      rollback, _pin_facts(pillar, name))
-    return 0
+    return args.master.pillars(facts)[host]
 
 
 def _pin_facts(pillar, name):
@@ -890,12 +889,12 @@ def _pin_facts(pillar, name):
     return {**({"service": held[0][0]} if held else {}), **({"passwords": passwords} if passwords else {})}
 
 
-def _declare_rollback(args, key, find_target, rollback, facts):
-    """Declares the rollback (pins.yml holds the container at what the good generation
-    ran, with its `facts`: _pin_facts) before swapping, so a rollback killed half-way
-    is completed by the next deploy; a rollback that fails takes its pin back."""
+def _declare_rollback(args, key, target, rollback, facts):
+    """Declares the rollback (pins.yml holds the container at generation `target`, what
+    the good generation ran, with its `facts`: _pin_facts) before swapping, so a
+    rollback killed half-way is completed by the next deploy; a rollback that fails
+    takes its pin back."""
     import datetime
-    target = find_target()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with _declaring(args.config_dir, master=args.master) as (_, pins):
         before = pins.containers.get(key)
@@ -942,10 +941,10 @@ def _service_of(container_name):
         return None
 
 
-def _set_containers(args, settings):
-    """Containers of a set (top-level or service), in tree order."""
-    from .status import collect
-    rows = [r for r in collect(_client(), settings) if in_set(r["set"], args.set)]
+def _set_containers(args):
+    """Containers of a set (top-level or service) on this host, in tree order."""
+    found = _road(args).ask_all("kolla_container.status")[None].get("containers", [])
+    rows = [r for r in found if in_set(r["set"], args.set)]
     if not rows:
         raise ValidationError([f"--set: no deployed container belongs to a set named '{args.set}'"])
     return [r["name"] for r in rows]
@@ -953,18 +952,12 @@ def _set_containers(args, settings):
 
 def cmd_stop(args):
     """Stops the running containers of this deployment (all, or those of --services),
-    on this host or, through a master, on every host; stopping all on one host also
+    on this host or, through a master, on every host; stopping all on a host also
     stops its health loop. `deploy` starts them again."""
-    wanted = _split(args.services)
-    if args.master:
-        stopped = _on_every_host(args, "stop", json.dumps(wanted))
-    else:
-        settings, manager = _here(args)
-        if not wanted and healthloop.stop_health_daemon(settings):
-            print("[stop] health loop stopped")
-        stopped = {None: manager.stop(settings["container_name_prefix"], set(wanted))}
-    for host, names in stopped.items():
-        for name in names:
+    for host, done in _on_every_host(args, "stop", json.dumps(_split(args.services))).items():
+        if done["health_loop_stopped"]:
+            print(f"[stop] {_on(host)}health loop stopped")
+        for name in done["stopped"]:
             print(f"[stop] {_on(host)}{name} stopped")
 
 
@@ -972,11 +965,7 @@ def cmd_destroy(args):
     """Removes this deployment's containers (history says so: `rollback` can still
     return to what ran), on this host or, through a master, on every host; volumes
     only when asked. pins.yml is declared state and stays."""
-    if args.master:
-        plans = _on_every_host(args, "destroy_plan")
-    else:
-        settings, manager = _here(args, out=lambda m: print(f"[destroy] {m}"))
-        plans = {None: manager.destroy_plan(settings["container_name_prefix"])}
+    plans = _on_every_host(args, "destroy_plan")
     if not args.yes_i_really_mean_it:
         for host, plan in plans.items():
             volumes = plan["volumes"]
@@ -987,23 +976,25 @@ def cmd_destroy(args):
                 print(f"  first, in {name}: {' '.join(command)}")
         if not _confirmed(args):
             return 1
-    if args.master:   # the modules were synced for the plan: no second round
-        for host, plan in _on_every_host(args, "destroy", f"remove_volumes={args.remove_volumes}",
-                                         synced=True).items():
-            print(f"[destroy] {host}: removed {len(plan['containers'] + plan['jobs'])} container(s)"
-                  + (f" and {len(plan['volumes'])} volume(s)" if args.remove_volumes else ""))
-        return 0
-    if healthloop.stop_health_daemon(settings):
-        print("[destroy] health loop stopped")
-    manager.destroy(settings["container_name_prefix"], remove_volumes=args.remove_volumes)
+    # (the modules were synced for the plan: no second round)
+    for host, done in _on_every_host(args, "destroy", f"remove_volumes={args.remove_volumes}", synced=True).items():
+        if done["health_loop_stopped"]:
+            print(f"[destroy] {_on(host)}health loop stopped")
+        for name, said in done["ended"].items():
+            print(f"[destroy] {_on(host)}{name}: {said}")
+        print(f"[destroy] {_on(host)}removed {len(done['containers'] + done['jobs'])} container(s)"
+              + (f" and {len(done['volumes'])} volume(s)" if args.remove_volumes else ""))
     return 0
 
 
-def _here(args, out=None):
-    """This host's settings and ContainerManager (the one-host road of stop and destroy)."""
-    from .containers import ContainerManager
-    settings = _settings(args)
-    return settings, ContainerManager.from_settings(settings, client=_client(), out=out)
+def _road(args):
+    """Where a host action goes: through the master to every host, or to this host as
+    a master of one (salt-call --local). Either calls the same kolla_container function."""
+    if args.master:
+        return args.master
+    from .saltcall import Here
+    from .settings import load_passwords
+    return Here(args.config_dir, _settings(args)["kolla_state_directory"], load_passwords(args.config_dir).values())
 
 
 def _on(host):
@@ -1012,13 +1003,13 @@ def _on(host):
 
 
 def _on_every_host(args, action, *action_args, synced=False):
-    """{host: its return} of kolla_container.ACTION on every host of the master, the
-    hosts running older Salt modules synced first (unless `synced`); fails naming the
-    hosts that did not do it (the others did: each host's part is whole on its own,
-    and the same command again completes the rest)."""
-    if not synced:
+    """{host: its return} of kolla_container.ACTION on every host (_road), through a
+    master the hosts running older Salt modules synced first (unless `synced`); fails
+    naming the hosts that did not do it (the others did: each host's part is whole on
+    its own, and the same command again completes the rest)."""
+    if args.master and not synced:
         args.master.host_facts()
-    found = args.master.ask_all(f"kolla_container.{action}", *action_args, timeout=600)
+    found = _road(args).ask_all(f"kolla_container.{action}", *action_args, timeout=600)
     failed = {host: ret for host, ret in found.items() if not isinstance(ret, (dict, list))}
     if failed:
         raise KollaError(f"{action}: " + "; ".join(
@@ -1535,8 +1526,9 @@ def build_parser():
     p = add("status", cmd_status, "show the container-set tree with state, health, image, generation")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p = add("logs", cmd_logs, "show a container's logs (service log files: <kolla_log_directory>/<service>/)")
-    p.add_argument("container", help="container name, with or without container_name_prefix")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
+    p.add_argument("container", help="container name, with or without container_name_prefix; through a master "
+                                     "HOST:CONTAINER")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines (on the container's host)")
     p.add_argument("--tail", type=int, help="only the last N lines")
     p = add("history", cmd_history, "list a container's generations: outcome, time, image, config hash")
     p.add_argument("container", help="container name, with or without container_name_prefix")

@@ -428,11 +428,12 @@ class ContainerManager(Swaps, JobRunner):
         """Removes this deployment's containers and jobs here (history says so: a
         rollback can still return to what ran), running each one's on_destroy command
         first while it still runs (what it made outside itself); its volumes only with
-        `remove_volumes`. Returns the plan it carried out (destroy_plan)."""
+        `remove_volumes`. Returns the plan it carried out (destroy_plan), with what
+        each ending said (ended: retire)."""
         plan = self.destroy_plan(prefix)
         for name in plan["jobs"]:
             self.client.containers.get(name).remove(force=True)
-        self.retire([self.client.containers.get(name) for name in plan["containers"]])
+        plan["ended"] = self.retire([self.client.containers.get(name) for name in plan["containers"]])
         # A container removed by hand before (docker rm) still has a running generation in history.
         for name in generations.recorded_names(self.state_dir):
             if name.startswith(prefix) and self.get(name) is None:
@@ -463,21 +464,26 @@ class ContainerManager(Swaps, JobRunner):
     def retire(self, containers):
         """Removes `containers` (never their volumes), each running one's on_destroy
         command first, every ending before any removal: an ending may need another
-        leaving container (ovn-controller's exit needs Open vSwitch's database)."""
-        for container in containers:
-            self.run_on_destroy(container)
+        leaving container (ovn-controller's exit needs Open vSwitch's database).
+        Returns {name: what its ending said} of those that have one."""
+        said = {container.name: self.run_on_destroy(container) for container in containers}
         for container in containers:
             self.remove(container)
+        return {name: line for name, line in said.items() if line}
 
     def run_on_destroy(self, container):
         """Runs the on_destroy command of a running container before it goes: what it
-        made outside itself (Open vSwitch's bridges) goes too."""
+        made outside itself (Open vSwitch's bridges) goes too. Returns the line saying
+        what ran, how it failed and what it said; None when nothing ran."""
         command = declared_spec(container.labels).get("on_destroy") if container.status == "running" else None
-        if command:
-            ended = container.exec_run(command)
-            self.out(f"{container.name}: {' '.join(command)}"
-                     + (f": failed ({ended.exit_code}): {ended.output.decode(errors='replace').strip()[-500:]}"
-                        if ended.exit_code else ""))
+        if not command:
+            return None
+        ended = container.exec_run(command)
+        output = ended.output.decode(errors="replace").strip()[-500:]
+        line = (" ".join(command) + (f": failed ({ended.exit_code})" if ended.exit_code else "")
+                + (f": {output}" if output else ""))
+        self.out(f"{container.name}: {line}")
+        return line
 
     def remove(self, container):
         """Removes a managed container, never its volumes; when it is the current

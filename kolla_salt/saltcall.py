@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from . import paths
+from .errors import KollaError
 from .private import redact
 
 LOG_DIR = Path("/var/log/kolla-salt")
@@ -59,3 +60,24 @@ def salt_call(config_dir, state_dir, args, secrets=()):
     except json.JSONDecodeError:
         data = out
     return proc.returncode, data
+
+
+class Here:
+    """This host as a master of one: the execution functions a master calls on its
+    minions (kolla_container's), called here with salt-call --local, the pillar
+    compiled by Salt as on a minion. So a host action (`stop`, `destroy`, `status`,
+    `logs`) has one road whether it goes to one host or through a master to all:
+    `ask_all` and `returns` answer as Master's do, keyed None (no host to name)."""
+
+    def __init__(self, config_dir, state_dir, secrets=()):
+        self.config_dir, self.state_dir, self.secrets = config_dir, state_dir, list(secrets)
+
+    def ask_all(self, function, *args, timeout=None):
+        """{None: FUNCTION's return}; a failure raises, what Salt said of it on stderr."""
+        code, data = salt_call(self.config_dir, self.state_dir, [function, *map(str, args)], self.secrets)
+        if code:
+            raise KollaError(f"{function} failed on this host (salt-call said why above)")
+        return {None: data}
+
+    def returns(self, target, function, *args, timeout=None):
+        return self.ask_all(function, *args)

@@ -62,7 +62,7 @@ def render_hosts(hosts, not_answering=None, pins=()):
     lines = []
     for host, found in sorted(hosts.items()):
         lines.append(f"== {host}")
-        lines.extend(["  " + line for line in _tree_lines(found["containers"], found["restarts"])]
+        lines.extend(["  " + line for line in _tree_lines(found["containers"], found["health_loop"]["restarts"])]
                      if found["containers"] else ["  no kolla-salt containers"])
     lines.extend(f"== {host}\n  {reason}" for host, reason in sorted((not_answering or {}).items()))
     lines.extend(f"pinned: {pin}" for pin in pins)

@@ -29,8 +29,18 @@ def _client():
     return _CLIENT[0]
 
 
+def _kolla():
+    """The `kolla` pillar; an error naming what kept it from compiling (a master's
+    or salt-call --local's: the operator's files, validated) when it did not."""
+    from salt.exceptions import CommandExecutionError
+    if "kolla" not in __pillar__:
+        raise CommandExecutionError("the kolla pillar did not compile: "
+                                    + "; ".join(__pillar__.get("_errors") or ["no `kolla` key"]))
+    return __pillar__["kolla"]
+
+
 def _manager():
-    kolla = __pillar__["kolla"]
+    kolla = _kolla()
 
     def progress(message):  # shows up on salt-call's terminal while a long state runs
         print(f"[kolla] {message}", file=sys.stderr, flush=True)
@@ -47,7 +57,7 @@ def _remote_balancers():
     if __opts__.get("file_client") == "local":
         return None
     others = f"* and not {__opts__['id']}"
-    runtime_directory = __pillar__["kolla"]["settings"]["haproxy_runtime_directory"]
+    runtime_directory = _kolla()["settings"]["haproxy_runtime_directory"]
 
     def remote(action, backend, server, timeout):
         answers = __salt__["publish.publish"](others, f"kolla_balancer.{action}",
@@ -70,7 +80,7 @@ def _paused():
     """The host's health loop restarts nothing while a container is being swapped in
     (a deploy through a master has no command on the host to pause it)."""
     from kolla_salt import healthloop
-    return healthloop.ledger(__pillar__["kolla"]["settings"]).paused_restarts()
+    return healthloop.ledger(_kolla()["settings"]).paused_restarts()
 
 
 def ensure(spec, pin=None):
@@ -100,11 +110,40 @@ def present(names):
     return [name for name in names if name in __context__["kolla_container.present"]]
 
 
+def _refusal(action):
+    """kolla-salt's refusals as Salt's (CommandExecutionError): Salt says the message,
+    not a traceback, on salt-call's stderr and in a master's return."""
+    import functools
+
+    from salt.exceptions import CommandExecutionError
+
+    from kolla_salt.errors import KollaError
+
+    @functools.wraps(action)
+    def said(*args, **kwargs):
+        try:
+            return action(*args, **kwargs)
+        except KollaError as refused:
+            raise CommandExecutionError(str(refused)) from None
+    return said
+
+
+@_refusal
 def rollback_target(name):
-    """The history record of the generation `rollback` would return to."""
-    return _manager().rollback_target(name)
+    """The container `rollback` would take back, as found here (`name`, with or
+    without container_name_prefix): {"name", "generation": the one it returns to}, or
+    {"name", "none": why} when it has no earlier generation."""
+    from kolla_salt.errors import NoEarlierGeneration
+    manager = _manager()
+    prefixed = _kolla()["settings"]["container_name_prefix"] + name
+    found = prefixed if manager.get(name) is None and manager.get(prefixed) is not None else name
+    try:
+        return {"name": found, "generation": manager.rollback_target(found)["generation"]}
+    except NoEarlierGeneration as none:
+        return {"name": found, "none": str(none)}
 
 
+@_refusal
 def rollback(name):
     """Returns container `name` to its last known good generation:
     {"returned_to": generation, "generation": the new one}."""
@@ -114,7 +153,7 @@ def rollback(name):
 
 
 def _undeclared(manager, declared_sets):
-    return manager.undeclared(declared_sets, __pillar__["kolla"]["settings"]["container_name_prefix"])
+    return manager.undeclared(declared_sets, _kolla()["settings"]["container_name_prefix"])
 
 
 def undeclared(declared_sets):
@@ -125,7 +164,7 @@ def undeclared(declared_sets):
 def undeclared_in_use(declared_sets):
     """{name: what still uses it} of the undeclared containers in use (their spec's
     in_use: libvirt's servers): a deploy keeps them."""
-    return _manager().undeclared_in_use(declared_sets, __pillar__["kolla"]["settings"]["container_name_prefix"])
+    return _manager().undeclared_in_use(declared_sets, _kolla()["settings"]["container_name_prefix"])
 
 
 def remove_undeclared(declared_sets):
@@ -168,15 +207,16 @@ def facts():
 
 
 def status():
-    """This host's managed containers in tree order (kolla_salt.status.collect) and the
-    health loop's restarts per container; {"engine_error"} when its engine does not answer."""
+    """This host's managed containers in tree order (kolla_salt.status.collect) and its
+    health loop (whether its daemon runs, the restarts and verdicts per container);
+    {"engine_error"} when its engine does not answer."""
     from kolla_salt import status as host_status
-    settings = __pillar__["kolla"]["settings"]
+    settings = _kolla()["settings"]
     error = _engine_error()
     if error:
         return {"engine_error": error}
     return {"containers": host_status.collect(_manager().client, settings),
-            "restarts": host_status.health_loop(settings)["restarts"]}
+            "health_loop": host_status.health_loop(settings)}
 
 
 def logs(name, tail=None):
@@ -184,7 +224,7 @@ def logs(name, tail=None):
     when no container has that name (with or without container_name_prefix)."""
     from kolla_salt.private import redact
     manager = _manager()
-    prefix = __pillar__["kolla"]["settings"]["container_name_prefix"]
+    prefix = _kolla()["settings"]["container_name_prefix"]
     container = manager.get(name) or manager.get(prefix + name)
     if container is None:
         return None
@@ -193,19 +233,25 @@ def logs(name, tail=None):
 
 
 def stop(services=None):
-    """Stops this host's running containers (all, or those of `services`); returns their names."""
-    return _manager().stop(__pillar__["kolla"]["settings"]["container_name_prefix"], services or ())
+    """Stops this host's running containers (all, or those of `services`; all stops its
+    health loop's daemon too): {"stopped": their names, "health_loop_stopped"}."""
+    from kolla_salt import healthloop
+    settings = _kolla()["settings"]
+    return {"health_loop_stopped": not services and healthloop.stop_health_daemon(settings),
+            "stopped": _manager().stop(settings["container_name_prefix"], services or ())}
 
 
 def destroy_plan():
     """What destroy() would remove on this host (ContainerManager.destroy_plan)."""
-    return _manager().destroy_plan(__pillar__["kolla"]["settings"]["container_name_prefix"])
+    return _manager().destroy_plan(_kolla()["settings"]["container_name_prefix"])
 
 
 def destroy(remove_volumes=False):
     """Removes this host's containers and jobs (their volumes only with
-    `remove_volumes`), its health loop stopped first; returns what it removed."""
+    `remove_volumes`), its health loop stopped first; returns what it removed
+    (ContainerManager.destroy) and whether a health loop's daemon was stopped."""
     from kolla_salt import healthloop
-    settings = __pillar__["kolla"]["settings"]
-    healthloop.stop_health_daemon(settings)
-    return _manager().destroy(settings["container_name_prefix"], remove_volumes=bool(remove_volumes))
+    settings = _kolla()["settings"]
+    stopped = healthloop.stop_health_daemon(settings)
+    return {**_manager().destroy(settings["container_name_prefix"], remove_volumes=bool(remove_volumes)),
+            "health_loop_stopped": stopped}

@@ -1,6 +1,7 @@
 """A swap killed with SIGKILL at any step is completed or undone by the next
 command, and history never claims two running generations."""
 import json
+import os
 import signal
 import subprocess
 import time
@@ -15,12 +16,13 @@ ONLY_MEMCACHED = {"enable_mariadb": False, "enable_rabbitmq": False, "enable_key
 
 
 def kill_rollback_at(env, name, step, timeout=60):
-    """Starts `kolla-salt rollback NAME`, kills it with SIGKILL as soon as its swap
-    journal reaches `step` (or a later one); returns the journal as the kill left it
-    (None if the rollback finished first)."""
+    """Starts `kolla-salt rollback NAME`, kills it and the salt-call doing its work
+    (its process group) with SIGKILL as soon as its swap journal reaches `step` (or a
+    later one); returns the journal as the kill left it (None if the rollback
+    finished first)."""
     journal = env.root / "state" / "containers" / name / "swap.json"
     proc = subprocess.Popen([KOLLA, "--config-dir", str(env.config_dir), "rollback", name],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + timeout
     try:
         while proc.poll() is None and time.monotonic() < deadline:
@@ -29,7 +31,7 @@ def kill_rollback_at(env, name, step, timeout=60):
             except (FileNotFoundError, ValueError):
                 seen = None
             if seen is not None and STEPS.index(seen) >= STEPS.index(step):
-                proc.send_signal(signal.SIGKILL)
+                os.killpg(proc.pid, signal.SIGKILL)
                 break
             time.sleep(0.002)
     finally:

@@ -1194,7 +1194,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         # its own): drained host2 first, then host3 with both servers on it. Replacing
         # nova-compute leaves the guests running in libvirt's container: no ping lost,
         # and nova still manages them (host3's nova-compute is up, the server active).
-        enabled["nova_compute_shutdown_timeout"] = 8
+        enabled["nova_compute_shutdown_timeout"] = 1
         cloud["globals"].write_text(yaml.safe_dump(enabled))
         began = time.monotonic()
         upgraded, sent, lost, during = pinged_during(lambda: kolla("upgrade", "--services", "nova_compute",
