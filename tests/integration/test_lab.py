@@ -1033,13 +1033,30 @@ def answered_pings(log, target):
     return [float(ms) for ms in re.findall(rf"guest: {re.escape(target)} answered ping in ([0-9.]+) ms", log)]
 
 
+OVN_DATABASES = {"nb": "OVN_Northbound", "sb": "OVN_Southbound"}
+
+
+def cluster_status(host, db, name):
+    """What `cluster/status` says of the OVN database `db` (nb, sb) served on `host`."""
+    return engine(host).containers.get(f"ovn_{db}_db").exec_run(
+        ["ovs-appctl", "-t", f"/run/ovn/ovn{db}_db.ctl", "cluster/status", name]).output.decode()
+
+
+def sb_list(host, table, column):
+    """A column of a southbound table, in the copy `host`'s server holds (a follower's
+    too: ovn-sbctl asks one server and does not look for the leader)."""
+    return engine(host).containers.get("ovn_sb_db").exec_run(
+        ["ovn-sbctl", "--db=unix:/run/ovn/ovnsb_db.sock", "--no-leader-only", "--bare", f"--columns={column}", "list",
+         table]).output.decode().split()
+
+
 def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outside_by_floating_ip(hosts, cloud):
-    """The lab becomes a whole cloud: glance, placement, nova, neutron and OVN's databases
-    and northd on host1 (the control role), nova-compute, libvirt, Open vSwitch,
-    ovn-controller and neutron's OVN metadata agent on host2 and host3 (the compute
-    role), tunnel_interface eth1 and
-    neutron_external_interface eth2, deployed through the master beside the HA control
-    plane of the tests before (TLS on the VIP).
+    """The lab becomes a whole cloud: glance, placement, nova and neutron on host1 (the
+    control role), OVN's databases and northd on all three (each database a RAFT
+    cluster of three servers, one ovn-northd active), nova-compute, libvirt, Open
+    vSwitch, ovn-controller and neutron's OVN metadata agent on host2 and host3 (the
+    compute role), tunnel_interface eth1 and neutron_external_interface eth2, deployed
+    through the master beside the HA control plane of the tests before (TLS on the VIP).
     Both compute hosts are hypervisors; the userspace datapath took each eth1 address
     onto br-tunnel and each chassis registers it as its Geneve endpoint.
     `init-runonce`'s guest booted on each host (`--availability-zone nova:HOST`): the
@@ -1047,7 +1064,9 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     service at 169.254.169.254 with no config drive, names the address) through the
     tunnel, and again after its ovs-vswitchd restarted (Docker, without Salt: the
     address moves again). A provider network on the hosts' eth2 and the router's
-    gateway on it: the server's floating IP answers from the switch. Taking host2 out
+    gateway on it: the server's floating IP answers from the switch. With both OVN
+    databases' leaders stopped, neutron creates a network through the other servers
+    and the floating IP answers on; the stopped servers catch up. Taking host2 out
     of the compute role while its server runs is refused, naming the server.
     `compute drain host2` live-migrates that server to host3 while the switch pings
     its floating IP (the loss is printed; afterwards it answers every ping); then
@@ -1058,11 +1077,11 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     eth1 has its address back (host3's is the destroy test's)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
+    # OVN's databases on all three hosts: RAFT clusters of three servers each.
     enabled = {**settings, **{f"enable_{service}": True for service in (
         "glance", "placement", "nova", "nova_compute", "libvirt", "neutron", "openvswitch", "ovn", "ovn_controller",
-        "neutron_ovn_metadata_agent")}}
+        "neutron_ovn_metadata_agent")}, "roles": {**settings["roles"], "ovn": ["host1", "host2", "host3"]}}
     cloud["globals"].write_text(yaml.safe_dump(enabled))
-    ports = load_settings(cloud["lab"].config_dir())
     prefix = "kstl-"
 
     def run(*args, values=True):   # tests/guest.py's client, in host1's namespace
@@ -1081,9 +1100,16 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         assert all(f"{h['name']}: changed nova_compute" in out and f"{h['name']}: changed ovn_controller" in out
                    for h in compute), out
         assert sorted(run("hypervisor", "list", "-c", "Hypervisor Hostname").split()) == ["host2", "host3"]
-        northd = engine(host1).containers.get("ovn_northd")
-        encaps = northd.exec_run(["ovn-sbctl", f"--db=tcp:{host1['address']}:{ports['ovn_sb_db_port']}", "--bare",
-                                  "--columns=ip", "list", "Encap"]).output.decode().split()
+        # Each database a cluster of the three hosts' servers, one ovn-northd active.
+        for db, name in OVN_DATABASES.items():
+            said = [cluster_status(h, db, name) for h in hosts]
+            assert all("Status: cluster member" in s and len(re.findall(r"^    \w{4} \(\w{4} at tcp:", s, re.M)) == 3
+                       for s in said), said
+            assert sum("Role: leader" in s for s in said) == 1, said
+        northd = sorted(engine(h).containers.get("ovn_northd").exec_run(
+            ["ovn-appctl", "-t", "ovn-northd", "status"]).output.decode().strip() for h in hosts)
+        assert northd == ["Status: active", "Status: standby", "Status: standby"], northd
+        encaps = sb_list(host1, "Encap", "ip")
         assert sorted(encaps) == sorted(h["tunnel_address"] for h in compute), encaps
         for host in compute:
             moved = subprocess.run(["ip", "-n", host["namespace"], "-4", "-o", "addr", "show"],
@@ -1138,9 +1164,33 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         print(f"floating IP {floating} answered the switch {time.monotonic() - began:.0f} s after it was added; "
               f"{pinged.strip().splitlines()[-1]}")
         assert " 0% packet loss" in pinged, pinged
+        # The leaders of both OVN databases stopped (Docker, without Salt): each cluster's
+        # two other servers elect a leader, neutron writes its next network there, and
+        # the floating IP answers on (the chassis keep their flows). Started again, the
+        # stopped servers catch up: the network is in the old northbound leader's copy.
+        leaders = {db: next(h for h in hosts if "Role: leader" in cluster_status(h, db, name))
+                   for db, name in OVN_DATABASES.items()}
+        for db, host in leaders.items():
+            engine(host).containers.get(f"ovn_{db}_db").stop()
+        began = time.monotonic()
+        network = run("network", "create", f"{prefix}raft", "-c", "id").strip()
+        print(f"OVN's leaders stopped (northbound on {leaders['nb']['name']}, southbound on "
+              f"{leaders['sb']['name']}): a network created through the other servers in "
+              f"{time.monotonic() - began:.1f} s")
+        pinged = from_the_switch(20).stdout
+        assert " 0% packet loss" in pinged, pinged
+        for db, host in leaders.items():
+            engine(host).containers.get(f"ovn_{db}_db").start()
+        wait_for("the stopped servers back in their clusters", lambda: all(
+            "Status: cluster member" in cluster_status(host, db, OVN_DATABASES[db]) for db, host in leaders.items()),
+            60)
+        wait_for("the network in the old northbound leader's copy", lambda: f"neutron-{network}" in engine(
+            leaders["nb"]).containers.get("ovn_nb_db").exec_run(["ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock",
+                                                                  "--no-leader-only", "ls-list"]).output.decode(), 30)
+        run("network", "delete", network, values=False)
         # host2 taken out of the compute role while a server runs there: refused before
         # anything changes, naming the server (libvirt's in_use).
-        cloud["globals"].write_text(yaml.safe_dump({**enabled, "roles": {**settings["roles"], "compute": ["host3"]}}))
+        cloud["globals"].write_text(yaml.safe_dump({**enabled, "roles": {**enabled["roles"], "compute": ["host3"]}}))
         refused = kolla("deploy", expect=1)
         assert f"host2: nova_libvirt is kept though this host no longer declares it: 1 still use it ({source['id']})" \
             in refused and refused.rstrip().endswith("; nothing was changed"), refused
@@ -1157,7 +1207,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         def pinged_during(action):
             """(what `action` returned, pings sent, pings lost, ping's output) with the
             switch pinging the floating IP every 0.1 s meanwhile (bounded: at most 3,000
-            pings in 300 s)."""
+            pings in 300 s). Lost: those without an answer but the last (on its way
+            when ping is stopped)."""
             pinger = subprocess.Popen(["ip", "netns", "exec", lab.switch, "ping", "-i", "0.1", "-c", "3000", "-w",
                                        "300", "-W", "1", floating], stdout=subprocess.PIPE, text=True)
             try:
@@ -1165,8 +1216,9 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
             finally:
                 pinger.send_signal(signal.SIGINT)
                 said = pinger.communicate(timeout=30)[0]
-            sent, received = map(int, re.search(r"(\d+) packets transmitted, (\d+) received", said).groups())
-            return done, sent, sent - received, said
+            sent = int(re.search(r"(\d+) packets transmitted", said).group(1))
+            answered = {int(n) for n in re.findall(r"icmp_seq=(\d+) ", said)}
+            return done, sent, len(set(range(1, sent)) - answered), said
 
         # host2 drained while the switch pings its server's floating IP: the server moves
         # to host3 by live migration, its disk with it (block migration: no shared storage).
@@ -1217,7 +1269,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         lab_openstack(host1, "network", "delete", f"{prefix}public", check=False)
     # Without its server host2 leaves the compute role: its compute and network
     # containers go, its eth1 has its address back; host3 keeps them (for `destroy`).
-    cloud["globals"].write_text(yaml.safe_dump({**enabled, "roles": {**settings["roles"], "compute": ["host3"]}}))
+    cloud["globals"].write_text(yaml.safe_dump({**enabled, "roles": {**enabled["roles"], "compute": ["host3"]}}))
     out = kolla("deploy")
     assert all(re.search(rf"host2: +removed: .*'{name}'", out) for name in ("nova_libvirt", "nova_compute",
                                                                           "openvswitch_vswitchd", "ovn_controller")), out
@@ -1228,8 +1280,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     assert run("compute", "service", "list", "--service", "nova-compute", "-c", "Host").split() == ["host3"]
     assert run("hypervisor", "list", "-c", "Hypervisor Hostname").split() == ["host3"]
     assert run("network", "agent", "list", "--host", "host2", "-c", "ID").split() == []
-    encaps = northd.exec_run(["ovn-sbctl", f"--db=tcp:{host1['address']}:{ports['ovn_sb_db_port']}", "--bare",
-                              "--columns=ip", "list", "Encap"]).output.decode().split()
+    encaps = sb_list(host1, "Encap", "ip")
     assert encaps == [compute[1]["tunnel_address"]], encaps
     addresses = subprocess.run(["ip", "-n", compute[0]["namespace"], "-4", "-o", "addr", "show"],
                                capture_output=True, text=True).stdout

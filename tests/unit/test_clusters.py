@@ -147,3 +147,29 @@ def test_nova_reaches_every_rabbitmq_node_and_uses_quorum_queues(tmp_path):
     (url,) = [line.split(" = ")[1] for line in config.splitlines() if line.startswith("transport_url")]
     assert url == "rabbit://" + ",".join(f"openstack:pw-rabbitmq_password@198.18.0.1{i}:5672" for i in (1, 2, 3)) + "//"
     assert "[oslo_messaging_rabbit]\nrabbit_quorum_queue = true" in config
+
+
+def test_ovn_databases_on_several_hosts_are_raft_clusters_the_lowest_address_founds_and_alone_standalone(tmp_path):
+    operator_folder(tmp_path, network_interface="eth0", enable_haproxy=False, enable_ovn=True, enable_openvswitch=True,
+                    roles={"control": ["host*"], "compute": ["host*"]})
+    three = {f"host{i}": f"198.18.0.1{i}" for i in (1, 2, 3)}
+
+    def ovn(minion, peers):
+        """{container: (its spec, its one rendered file)} of the ovn service on `minion`."""
+        pillar = build_pillar(tmp_path, minion_id=minion, interfaces={"eth0": [peers[minion]]},
+                              peer_interfaces={h: {"eth0": [a]} for h, a in peers.items()})
+        (found,) = [s for s in pillar["kolla"]["services"] if s["name"] == "ovn"]
+        return {c["spec"]["name"]: (ContainerSpec.from_dict(c["spec"], c["spec"]["name"]), c["files"]["ovn.env"])
+                for c in found["containers"]}
+    first, second = ovn("host1", three), ovn("host2", three)
+    for name, raft, client in (("t-ovn_nb_db", 6643, 6641), ("t-ovn_sb_db", 6644, 6642)):
+        spec, env = second[name]
+        assert f"OVN_DB_RAFT=tcp:198.18.0.12:{raft}\nOVN_DB_FIRST=no\n" in env
+        assert f'OVN_DB_REMOTES="tcp:198.18.0.11:{raft} tcp:198.18.0.13:{raft} "' in env
+        assert f'OVN_DB_PEERS="tcp:198.18.0.11:{client} tcp:198.18.0.13:{client} "' in env
+        assert "OVN_DB_FIRST=yes" in first[name][1]
+        assert "cluster/status" in " ".join(spec.healthcheck.test)
+        assert spec.cluster == name          # the health loop restarts one member at a time
+    assert "OVN_NB_DB=tcp:198.18.0.11:6641,tcp:198.18.0.12:6641,tcp:198.18.0.13:6641\n" in second["t-ovn_northd"][1]
+    alone = ovn("host2", {"host2": "198.18.0.12"})
+    assert "OVN_DB_RAFT" not in alone["t-ovn_nb_db"][1] and "OVN_NB_DB=tcp:198.18.0.12:6641\n" in alone["t-ovn_northd"][1]
