@@ -1073,7 +1073,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     `compute drain host3` is refused, naming both servers (no other host is enabled),
     and `compute undrain host2` enables host2 again. Once the servers are deleted
     host2 leaves the compute role: it leaves nova (no service, no hypervisor) and OVN
-    (no chassis, no agent), its compute and network containers are removed and its
+    (no chassis), its compute and network containers are removed and its
     eth1 has its address back (host3's is the destroy test's)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
@@ -1276,10 +1276,10 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     assert not re.search(r"host3: +(changed|removed)", out), out
     # Before its containers went, host2 left nova (its service, compute node and
     # resource provider: kolla_nova_compute_retire) and OVN (ovn-controller's exit
-    # deleted its chassis: no tunnel to it, no dead agent in neutron).
+    # deleted its chassis and tunnel endpoint: no other chassis keeps a tunnel to it).
     assert run("compute", "service", "list", "--service", "nova-compute", "-c", "Host").split() == ["host3"]
     assert run("hypervisor", "list", "-c", "Hypervisor Hostname").split() == ["host3"]
-    assert run("network", "agent", "list", "--host", "host2", "-c", "ID").split() == []
+    assert sb_list(host1, "Chassis", "name") == ["host3"]
     encaps = sb_list(host1, "Encap", "ip")
     assert encaps == [compute[1]["tunnel_address"]], encaps
     addresses = subprocess.run(["ip", "-n", compute[0]["namespace"], "-4", "-o", "addr", "show"],
