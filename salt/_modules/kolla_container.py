@@ -206,6 +206,7 @@ def facts():
             "galera": None if error else __salt__["kolla_galera.held_facts"]()}
 
 
+@_refusal
 def status():
     """This host's managed containers in tree order (kolla_salt.status.collect) and its
     health loop (whether its daemon runs, the restarts and verdicts per container);
@@ -219,6 +220,7 @@ def status():
             "health_loop": host_status.health_loop(settings)}
 
 
+@_refusal
 def logs(name, tail=None):
     """A container's stdout/stderr (the last `tail` lines), passwords redacted; None
     when no container has that name (with or without container_name_prefix)."""
@@ -232,6 +234,7 @@ def logs(name, tail=None):
     return redact(text, manager.secrets)
 
 
+@_refusal
 def stop(services=None):
     """Stops this host's running containers (all, or those of `services`; all stops its
     health loop's daemon too): {"stopped": their names, "health_loop_stopped"}."""
@@ -241,11 +244,13 @@ def stop(services=None):
             "stopped": _manager().stop(settings["container_name_prefix"], services or ())}
 
 
+@_refusal
 def destroy_plan():
     """What destroy() would remove on this host (ContainerManager.destroy_plan)."""
     return _manager().destroy_plan(_kolla()["settings"]["container_name_prefix"])
 
 
+@_refusal
 def destroy(remove_volumes=False):
     """Removes this host's containers and jobs (their volumes only with
     `remove_volumes`), its health loop stopped first; returns what it removed
