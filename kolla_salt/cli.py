@@ -760,12 +760,10 @@ def cmd_logs(args):
     if args.follow:
         return _follow_logs(args)
     host, name = _host_and_container(args) if args.master else (None, args.container)
-    text = _road(args).returns(host, "kolla_container.logs", name, *([args.tail] if args.tail is not None else []))
-    if host not in text:
-        raise KollaError(f"logs: host {host} does not answer the master")
-    if text[host] is None:
+    text = _one_host(args, host, "kolla_container.logs", name, *([args.tail] if args.tail is not None else []))
+    if text is None:
         raise KollaError(f"logs: no container named {name}{f' on {host}' if host else ''}")
-    sys.stdout.write(text[host])
+    sys.stdout.write(text)
     return 0
 
 
@@ -827,19 +825,16 @@ def cmd_rollback(args):
         if not args.container:
             raise ValidationError(["rollback: through a master, name one container: HOST:CONTAINER"])
         host, name = _host_and_container(args)
-        names, pillar = [name], _pillar_of(args, host)
+        names = [name]
     else:
-        host, pillar = None, _validated_pillar(args)
+        host = None
         names = [args.container] if args.container else _set_containers(args)[::-1]   # a set: reverse order
-    road = _road(args)
 
     def on_host(function, name):
-        ret = road.returns(host, function, name, timeout=600)
-        if host not in ret:
-            raise KollaError(f"rollback: host {host} does not answer the master")
-        if not isinstance(ret[host], dict):
-            raise KollaError(f"rollback: {host}: {ret[host]}")
-        return ret[host]
+        found = _one_host(args, host, function, name)
+        if not isinstance(found, dict):
+            raise KollaError(f"rollback: {host}: {found}")
+        return found
     # Every target is known (or the rollback refused) before anything changes. A set's
     # container with no earlier generation did not change since: it stays as it is.
     targets = {}
@@ -851,14 +846,13 @@ def cmd_rollback(args):
             print(f"[rollback] {found['name']}: left as it is, {found['none'].removeprefix('rollback: ')}",
                   flush=True)
         else:
-            targets[found["name"]] = found["generation"]
+            targets[found["name"]] = found
     try:
-        for name, generation in targets.items():
+        for name, found in targets.items():
             def rollback(name=name):
                 done = on_host("kolla_container.rollback", name)
                 return done["returned_to"], done["generation"]
-            _declare_rollback(args, f"{host}:{name}" if host else name, generation, rollback,
-                              _pin_facts(pillar, name))
+            _declare_rollback(args, f"{host}:{name}" if host else name, found["generation"], rollback, found["pin"])
     finally:
         if not args.master:
             _ensure_health_loop(args, _settings(args), "rollback")
@@ -867,31 +861,9 @@ def cmd_rollback(args):
     return 0
 
 
-def _pillar_of(args, host):
-    """The pillar the master builds for `host` (which must answer)."""
-    from .master import ANSWER_SECONDS
-    facts = args.master.returns([host], "kolla_container.facts", timeout=ANSWER_SECONDS)
-    if not isinstance(facts.get(host), dict):
-        raise KollaError(f"rollback: host {host} does not answer the master")
-    return args.master.pillars(facts)[host]
-
-
-def _pin_facts(pillar, name):
-    """What a pin of container `name` records beside its generation: its service (for
-    `unpin SERVICE`) and the fingerprints of the passwords it uses (its files and
-    spec: a deploy refuses to change one under a held container)."""
-    from .inventory import used_passwords
-    from .pins import fingerprints
-    names = {name, pillar["kolla"]["settings"]["container_name_prefix"] + name}
-    held = [(service["name"], c) for service in pillar["kolla"]["services"] for c in service["containers"]
-            if c["spec"]["name"] in names]
-    passwords = fingerprints(used_passwords(pillar["kolla"]["passwords"], [c for _, c in held]))
-    return {**({"service": held[0][0]} if held else {}), **({"passwords": passwords} if passwords else {})}
-
-
 def _declare_rollback(args, key, target, rollback, facts):
     """Declares the rollback (pins.yml holds the container at generation `target`, what
-    the good generation ran, with its `facts`: _pin_facts) before swapping, so a
+    the good generation ran, with its `facts`: kolla_salt.pins.pin_facts) before swapping, so a
     rollback killed half-way is completed by the next deploy; a rollback that fails
     takes its pin back."""
     import datetime
@@ -989,12 +961,25 @@ def cmd_destroy(args):
 
 def _road(args):
     """Where a host action goes: through the master to every host, or to this host as
-    a master of one (salt-call --local). Either calls the same kolla_container function."""
+    a master of one (salt-call --local). Either calls the same kolla_container function.
+    Made once per command (one host's reads and validates the operator's files)."""
     if args.master:
         return args.master
-    from .saltcall import Here
-    from .settings import load_passwords
-    return Here(args.config_dir, _settings(args)["kolla_state_directory"], load_passwords(args.config_dir).values())
+    if getattr(args, "here", None) is None:
+        from .saltcall import Here
+        from .settings import load_passwords
+        args.here = Here(args.config_dir, _settings(args)["kolla_state_directory"],
+                         load_passwords(args.config_dir).values())
+    return args.here
+
+
+def _one_host(args, host, function, *function_args):
+    """FUNCTION's return on `host` (None: this one) through _road; fails when a
+    master's host does not answer."""
+    found = _road(args).returns(host, function, *function_args, timeout=600)
+    if host not in found:
+        raise KollaError(f"{args.command}: host {host} does not answer the master")
+    return found[host]
 
 
 def _on(host):

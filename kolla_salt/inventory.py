@@ -26,6 +26,7 @@ from .healthloop import beacon_config, restart_settings
 from .errors import ValidationError
 from .merge import merge
 from .pins import Pins, changed as changed_passwords
+from .private import used_passwords
 from .releases import load_releases
 from .settings import (DERIVED_PASSWORDS, derived_passwords, load_passwords, load_settings,
                        settings_for_release, wanted_passwords)
@@ -787,24 +788,6 @@ def held_password_problems(pins, container, passwords, minion_id, config_dir):
     return [f"{path}: key '{k}' changed since pins.yml held {key} at what generation {pin['generation']} ran "
             f"({pin.get('why', 'pinned')}); that generation's config files keep the old password: put the old "
             f"one back, or `kolla-salt unpin {key}` to let it follow the files" for k in sorted(changed)]
-
-
-def used_passwords(passwords, services):
-    """The passwords a host's services use (their values appear in its specs or files):
-    its pillar holds no other secret (a compute host gets no database root password)."""
-    texts = list(_strings(services))
-    return {key: value for key, value in passwords.items() if any(value in text for text in texts)}
-
-
-def _strings(data):
-    if isinstance(data, str):
-        yield data
-    elif isinstance(data, dict):
-        for value in data.values():
-            yield from _strings(value)
-    elif isinstance(data, (list, tuple)):
-        for value in data:
-            yield from _strings(value)
 
 
 def local_interfaces():

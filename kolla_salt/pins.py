@@ -35,7 +35,7 @@ import yaml
 
 from . import safeyaml
 from .errors import ValidationError
-from .private import write_private
+from .private import used_passwords, write_private
 
 FILE = "pins.yml"
 FINGERPRINT_ROUNDS = 20000
@@ -148,6 +148,18 @@ def _holds(key, container):
     """Whether the pins.yml key `key` holds `container`: on this host (CONTAINER) or on
     one through a master (HOST:CONTAINER); a key HOST:CONTAINER holds only itself."""
     return key == container or key.endswith(":" + container)
+
+
+def pin_facts(kolla, name):
+    """What a pin of container `name` records beside its generation, from the `kolla`
+    pillar of its host: its service (for `unpin SERVICE`) and the fingerprints of the
+    passwords it uses (its files and spec: a deploy refuses to change one under a held
+    container)."""
+    names = {name, kolla["settings"]["container_name_prefix"] + name}
+    held = [(service["name"], c) for service in kolla["services"] for c in service["containers"]
+            if c["spec"]["name"] in names]
+    passwords = fingerprints(used_passwords(kolla["passwords"], [c for _, c in held]))
+    return {**({"service": held[0][0]} if held else {}), **({"passwords": passwords} if passwords else {})}
 
 
 def fingerprints(passwords):

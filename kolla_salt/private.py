@@ -2,7 +2,7 @@
 state records) are written whole, as a temporary file beside them renamed over, so
 that a reader or a process killed half way never sees part of one, and mode 0600
 from their first byte; text for output (a command's, a container's log) has the
-secrets it holds blanked out."""
+secrets it holds blanked out; the secrets some data holds are found in it."""
 import os
 from pathlib import Path
 
@@ -28,3 +28,21 @@ def redact(text, secrets):
     for secret in sorted((s for s in secrets if s and len(s) >= 4), key=len, reverse=True):
         text = text.replace(secret, "********")
     return text
+
+
+def used_passwords(passwords, services):
+    """The passwords a host's services use (their values appear in its specs or files):
+    its pillar holds no other secret (a compute host gets no database root password)."""
+    texts = list(_strings(services))
+    return {key: value for key, value in passwords.items() if any(value in text for text in texts)}
+
+
+def _strings(data):
+    if isinstance(data, str):
+        yield data
+    elif isinstance(data, dict):
+        for value in data.values():
+            yield from _strings(value)
+    elif isinstance(data, (list, tuple)):
+        for value in data:
+            yield from _strings(value)

@@ -110,6 +110,16 @@ def present(names):
     return [name for name in names if name in __context__["kolla_container.present"]]
 
 
+def _found(manager, name):
+    """(name, container) of the container called `name` here, as given or with
+    container_name_prefix; (name as given, None) when neither is."""
+    for candidate in (name, _kolla()["settings"]["container_name_prefix"] + name):
+        container = manager.get(candidate)
+        if container is not None:
+            return candidate, container
+    return name, None
+
+
 def _refusal(action):
     """kolla-salt's refusals as Salt's (CommandExecutionError): Salt says the message,
     not a traceback, on salt-call's stderr and in a master's return."""
@@ -131,14 +141,16 @@ def _refusal(action):
 @_refusal
 def rollback_target(name):
     """The container `rollback` would take back, as found here (`name`, with or
-    without container_name_prefix): {"name", "generation": the one it returns to}, or
-    {"name", "none": why} when it has no earlier generation."""
+    without container_name_prefix): {"name", "generation": the one it returns to,
+    "pin": what its pin records besides (kolla_salt.pins.pin_facts, from this host's
+    pillar)}, or {"name", "none": why} when it has no earlier generation."""
     from kolla_salt.errors import NoEarlierGeneration
+    from kolla_salt.pins import pin_facts
     manager = _manager()
-    prefixed = _kolla()["settings"]["container_name_prefix"] + name
-    found = prefixed if manager.get(name) is None and manager.get(prefixed) is not None else name
+    found = _found(manager, name)[0]
     try:
-        return {"name": found, "generation": manager.rollback_target(found)["generation"]}
+        return {"name": found, "generation": manager.rollback_target(found)["generation"],
+                "pin": pin_facts(_kolla(), found)}
     except NoEarlierGeneration as none:
         return {"name": found, "none": str(none)}
 
@@ -226,8 +238,7 @@ def logs(name, tail=None):
     when no container has that name (with or without container_name_prefix)."""
     from kolla_salt.private import redact
     manager = _manager()
-    prefix = _kolla()["settings"]["container_name_prefix"]
-    container = manager.get(name) or manager.get(prefix + name)
+    container = _found(manager, name)[1]
     if container is None:
         return None
     text = container.logs(tail=int(tail) if tail is not None else "all").decode(errors="replace")

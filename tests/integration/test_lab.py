@@ -1036,18 +1036,18 @@ def answered_pings(log, target):
 OVN_DATABASES = {"nb": "OVN_Northbound", "sb": "OVN_Southbound"}
 
 
-def cluster_status(host, db, name):
+def cluster_status(host, db):
     """What `cluster/status` says of the OVN database `db` (nb, sb) served on `host`."""
     return engine(host).containers.get(f"ovn_{db}_db").exec_run(
-        ["ovs-appctl", "-t", f"/run/ovn/ovn{db}_db.ctl", "cluster/status", name]).output.decode()
+        ["ovs-appctl", "-t", f"/run/ovn/ovn{db}_db.ctl", "cluster/status", OVN_DATABASES[db]]).output.decode()
 
 
-def sb_list(host, table, column):
-    """A column of a southbound table, in the copy `host`'s server holds (a follower's
-    too: ovn-sbctl asks one server and does not look for the leader)."""
-    return engine(host).containers.get("ovn_sb_db").exec_run(
-        ["ovn-sbctl", "--db=unix:/run/ovn/ovnsb_db.sock", "--no-leader-only", "--bare", f"--columns={column}", "list",
-         table]).output.decode().split()
+def ovn_copy(host, db, *command):
+    """ovn-nbctl or ovn-sbctl COMMAND (bare values) on the copy of the database `db` that
+    `host`'s server holds (a follower's too: it does not look for the leader)."""
+    return engine(host).containers.get(f"ovn_{db}_db").exec_run(
+        [f"ovn-{db}ctl", f"--db=unix:/run/ovn/ovn{db}_db.sock", "--no-leader-only", "--bare", *command]
+    ).output.decode().split()
 
 
 def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outside_by_floating_ip(hosts, cloud):
@@ -1101,15 +1101,15 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
                    for h in compute), out
         assert sorted(run("hypervisor", "list", "-c", "Hypervisor Hostname").split()) == ["host2", "host3"]
         # Each database a cluster of the three hosts' servers, one ovn-northd active.
-        for db, name in OVN_DATABASES.items():
-            said = [cluster_status(h, db, name) for h in hosts]
+        for db in OVN_DATABASES:
+            said = [cluster_status(h, db) for h in hosts]
             assert all("Status: cluster member" in s and len(re.findall(r"^    \w{4} \(\w{4} at tcp:", s, re.M)) == 3
                        for s in said), said
             assert sum("Role: leader" in s for s in said) == 1, said
         northd = sorted(engine(h).containers.get("ovn_northd").exec_run(
             ["ovn-appctl", "-t", "ovn-northd", "status"]).output.decode().strip() for h in hosts)
         assert northd == ["Status: active", "Status: standby", "Status: standby"], northd
-        encaps = sb_list(host1, "Encap", "ip")
+        encaps = ovn_copy(host1, "sb", "--columns=ip", "list", "Encap")
         assert sorted(encaps) == sorted(h["tunnel_address"] for h in compute), encaps
         for host in compute:
             moved = subprocess.run(["ip", "-n", host["namespace"], "-4", "-o", "addr", "show"],
@@ -1168,8 +1168,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         # two other servers elect a leader, neutron writes its next network there, and
         # the floating IP answers on (the chassis keep their flows). Started again, the
         # stopped servers catch up: the network is in the old northbound leader's copy.
-        leaders = {db: next(h for h in hosts if "Role: leader" in cluster_status(h, db, name))
-                   for db, name in OVN_DATABASES.items()}
+        leaders = {db: next(h for h in hosts if "Role: leader" in cluster_status(h, db)) for db in OVN_DATABASES}
         for db, host in leaders.items():
             engine(host).containers.get(f"ovn_{db}_db").stop()
         began = time.monotonic()
@@ -1182,11 +1181,10 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         for db, host in leaders.items():
             engine(host).containers.get(f"ovn_{db}_db").start()
         wait_for("the stopped servers back in their clusters", lambda: all(
-            "Status: cluster member" in cluster_status(host, db, OVN_DATABASES[db]) for db, host in leaders.items()),
+            "Status: cluster member" in cluster_status(host, db) for db, host in leaders.items()),
             60)
-        wait_for("the network in the old northbound leader's copy", lambda: f"neutron-{network}" in engine(
-            leaders["nb"]).containers.get("ovn_nb_db").exec_run(["ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock",
-                                                                  "--no-leader-only", "ls-list"]).output.decode(), 30)
+        wait_for("the network in the old northbound leader's copy", lambda: f"neutron-{network}" in ovn_copy(
+            leaders["nb"], "nb", "--columns=name", "list", "Logical_Switch"), 30)
         run("network", "delete", network, values=False)
         # host2 taken out of the compute role while a server runs there: refused before
         # anything changes, naming the server (libvirt's in_use).
@@ -1279,8 +1277,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     # deleted its chassis and tunnel endpoint: no other chassis keeps a tunnel to it).
     assert run("compute", "service", "list", "--service", "nova-compute", "-c", "Host").split() == ["host3"]
     assert run("hypervisor", "list", "-c", "Hypervisor Hostname").split() == ["host3"]
-    assert sb_list(host1, "Chassis", "name") == ["host3"]
-    encaps = sb_list(host1, "Encap", "ip")
+    assert ovn_copy(host1, "sb", "--columns=name", "list", "Chassis") == ["host3"]
+    encaps = ovn_copy(host1, "sb", "--columns=ip", "list", "Encap")
     assert encaps == [compute[1]["tunnel_address"]], encaps
     addresses = subprocess.run(["ip", "-n", compute[0]["namespace"], "-4", "-o", "addr", "show"],
                                capture_output=True, text=True).stdout

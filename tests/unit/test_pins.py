@@ -2,7 +2,7 @@
 import pytest
 
 from kolla_salt.errors import ValidationError
-from kolla_salt.pins import Pins
+from kolla_salt.pins import Pins, changed, pin_facts
 
 
 def test_pins_round_trip_and_an_empty_file_is_removed(tmp_path):
@@ -95,3 +95,18 @@ def test_unpinning_a_service_releases_its_containers_on_every_host_and_a_contain
                                                                    "containers.host1:memcached"]
     assert pins.release_container("kst-memcached") == ["containers.kst-memcached", "containers.host1:kst-memcached"]
     assert list(pins.containers) == ["host1:keystone"]
+
+
+def test_a_pin_records_its_service_and_fingerprints_only_the_passwords_its_container_uses():
+    kolla = {"settings": {"container_name_prefix": "t-"},
+             "passwords": {"keystone_database_password": "kspw-1", "rabbitmq_password": "rbpw-2"},
+             "services": [{"name": "keystone", "containers": [
+                              {"spec": {"name": "t-keystone"}, "files": {"keystone.conf": "pass=kspw-1"}}]},
+                          {"name": "rabbitmq", "containers": [
+                              {"spec": {"name": "t-rabbitmq", "environment": {"P": "rbpw-2"}}, "files": {}}]}]}
+    facts = pin_facts(kolla, "keystone")   # named without the prefix, as on the command line
+    assert facts["service"] == "keystone" and list(facts["passwords"]) == ["keystone_database_password"]
+    assert "kspw-1" not in str(facts)
+    assert changed(facts["passwords"], {"keystone_database_password": "kspw-1"}) == []
+    assert changed(facts["passwords"], {"keystone_database_password": "other"}) == ["keystone_database_password"]
+    assert pin_facts(kolla, "t-nosuch") == {}
