@@ -1072,8 +1072,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     its floating IP (the loss is printed; afterwards it answers every ping); then
     `compute drain host3` is refused, naming both servers (no other host is enabled),
     and `compute undrain host2` enables host2 again. Once the servers are deleted
-    host2 leaves the compute role: it leaves nova (no service, no hypervisor) and OVN
-    (no chassis), its compute and network containers are removed and its
+    host2 leaves the compute role: it leaves nova (no service, no hypervisor), neutron
+    (no agent) and OVN (no chassis), its compute and network containers are removed and its
     eth1 has its address back (host3's is the destroy test's)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
@@ -1202,21 +1202,24 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         def nova_compute_status(host):
             return run("compute", "service", "list", "--service", "nova-compute", "--host", host, "-c", "Status").strip()
 
-        def pinged_during(action):
+        def pinged_during(action, wait=1.5):
             """(what `action` returned, pings sent, pings lost, ping's output) with the
             switch pinging the floating IP every 0.1 s meanwhile (bounded: at most 3,000
-            pings in 300 s). Lost: those without an answer but the last (on its way
-            when ping is stopped)."""
+            pings in 300 s). Each ping may take 1 s (-W 1), so ping runs `wait` s more
+            before it is stopped, and the pings of that last `wait` are not counted:
+            answers on a busy lab took up to 0.7 s at the end of an upgrade, and
+            stopping ping at once counted those on their way as lost."""
             pinger = subprocess.Popen(["ip", "netns", "exec", lab.switch, "ping", "-i", "0.1", "-c", "3000", "-w",
                                        "300", "-W", "1", floating], stdout=subprocess.PIPE, text=True)
             try:
                 done = action()
+                time.sleep(wait)
             finally:
                 pinger.send_signal(signal.SIGINT)
                 said = pinger.communicate(timeout=30)[0]
-            sent = int(re.search(r"(\d+) packets transmitted", said).group(1))
+            sent = int(re.search(r"(\d+) packets transmitted", said).group(1)) - int(wait / 0.1)
             answered = {int(n) for n in re.findall(r"icmp_seq=(\d+) ", said)}
-            return done, sent, len(set(range(1, sent)) - answered), said
+            return done, sent, len(set(range(1, sent + 1)) - answered), said
 
         # host2 drained while the switch pings its server's floating IP: the server moves
         # to host3 by live migration, its disk with it (block migration: no shared storage).
@@ -1273,10 +1276,12 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
                                                                           "openvswitch_vswitchd", "ovn_controller")), out
     assert not re.search(r"host3: +(changed|removed)", out), out
     # Before its containers went, host2 left nova (its service, compute node and
-    # resource provider: kolla_nova_compute_retire) and OVN (ovn-controller's exit
-    # deleted its chassis and tunnel endpoint: no other chassis keeps a tunnel to it).
+    # resource provider: kolla_nova_compute_retire), neutron (no dead agent) and OVN
+    # (ovn-controller's exit deleted its chassis and tunnel endpoint: no other chassis
+    # keeps a tunnel to it): kolla_ovn_controller_leave.
     assert run("compute", "service", "list", "--service", "nova-compute", "-c", "Host").split() == ["host3"]
     assert run("hypervisor", "list", "-c", "Hypervisor Hostname").split() == ["host3"]
+    assert run("network", "agent", "list", "--host", "host2", "-c", "ID").split() == []
     assert ovn_copy(host1, "sb", "--columns=name", "list", "Chassis") == ["host3"]
     encaps = ovn_copy(host1, "sb", "--columns=ip", "list", "Encap")
     assert encaps == [compute[1]["tunnel_address"]], encaps
