@@ -1074,7 +1074,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     and `compute undrain host2` enables host2 again. Once the servers are deleted
     host2 leaves the compute role: it leaves nova (no service, no hypervisor), neutron
     (no agent) and OVN (no chassis), its compute and network containers are removed and its
-    eth1 has its address back (host3's is the destroy test's)."""
+    eth1 has its address back (host3's is the destroy test's). Added again, host2 is a
+    hypervisor once more (the time it takes is printed)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
     # OVN's databases on all three hosts: RAFT clusters of three servers each.
@@ -1289,6 +1290,19 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
                                capture_output=True, text=True).stdout
     assert re.search(rf"\beth1\s+inet {re.escape(compute[0]['tunnel_address'])}/", addresses), addresses
     assert "br-tunnel" not in addresses
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+    # host2 joins the compute role again (its volumes kept): a hypervisor once more,
+    # and its chassis and agents alive in neutron.
+    cloud["globals"].write_text(yaml.safe_dump(enabled))
+    began = time.monotonic()
+    kolla("deploy")
+    deployed = time.monotonic() - began
+    wait_for("host2 a hypervisor again", lambda: "host2" in run("hypervisor", "list", "-c", "Hypervisor Hostname")
+             .split(), 120)
+    print(f"a compute host added (host2 again): deploy {deployed:.0f} s, a hypervisor "
+          f"{time.monotonic() - began:.0f} s after the deploy began")
+    wait_for("host2's OVN controller and metadata agents alive", lambda: run(
+        "network", "agent", "list", "--host", "host2", "-c", "Alive").split() == ["True", "True"], 60)
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
