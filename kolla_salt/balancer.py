@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from .errors import KollaError
+from .spec import is_one_port, is_port, port_pair_problems
 
 ADMIN_SOCKET = "admin.sock"   # in the haproxy runtime folder (settings: haproxy_runtime_directory)
 # How long haproxy lets a request of an entry without its own `timeout` run (client
@@ -166,3 +167,90 @@ class Balancers:
 
     def wait_drained(self, backend, server, timeout):
         return self._everywhere("wait_drained", backend, server, timeout)
+
+
+LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
+                     "listen_ports": "the two ports the service's generations listen on in turn "
+                                     "(one for a service that is not swapped blue/green)",
+                     "check": "the path of haproxy's HTTP check (2xx or 3xx is up)",
+                     "timeout": f"optional: client and server timeout of long requests (haproxy syntax, 6h; "
+                                f"{REQUEST_TIMEOUT} without); a drain waits as long for the requests in flight",
+                     "drain_timeout": "optional: how long a drain waits for the server's sessions to end, when "
+                                      "not `timeout` (a database's idle sessions last as long as its clients)",
+                     "mode": "optional: http (the default) or tcp (a byte stream, such as the database)",
+                     "check_port": "optional: the port that answers the HTTP check, when not the server's own",
+                     "one_active": "optional: true sends every connection to the first server up, the others "
+                                   "are backups (one writer of a Galera cluster)",
+                     "maxconn": "optional: how many requests one server serves at once (its workers); haproxy "
+                                "queues the others, so that neither they nor its check wait in the server's backlog",
+                     "external_tls_port": "optional: with kolla_enable_tls_external, the port the external VIP "
+                                          "serves it on over HTTPS when not `port`; plain HTTP on `port` there is "
+                                          "redirected to it (what a browser's http:// address reaches)"}
+
+
+
+OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active", "maxconn",
+                              "external_tls_port")
+
+
+
+def loadbalancer_entries(definitions, addresses, problems, tls_backend=False):
+    """{backend name: entry} from the `loadbalancer:` blocks of the enabled service
+    folders (docs/design.md: haproxy), what haproxy's config is made of:
+
+        loadbalancer:
+          keystone:                      # frontend and backend name
+            port: 5000                   # on the VIP
+            listen_ports: [5000, 5001]   # on the host's API address, one per generation
+            check: /v3
+
+    Each entry gets `name` and its `servers` (ADDRESS:PORT, kolla_salt.balancer): both
+    ports of every address in addresses[service] (the hosts that run it); and
+    `backend_tls`: with `tls_backend` (kolla_enable_tls_backend), an HTTP entry whose
+    servers are containers of the folder (their `backend:`) is called over TLS."""
+    entries = {}
+    for service, definition in definitions.items():
+        for name, block in (definition.get("loadbalancer") or {}).items():
+            where = f"salt/states/kolla/{service}/defaults.yaml: loadbalancer.{name}"
+            if not isinstance(block, dict):
+                problems.append(f"{where}: expected a mapping with {', '.join(LOADBALANCER_KEYS)}")
+                continue
+            found = [f"{where}.{key}: required ({meaning})" for key, meaning in LOADBALANCER_KEYS.items()
+                     if key not in OPTIONAL_LOADBALANCER_KEYS and block.get(key) in (None, "")]
+            found += [f"{where}.{key}: unknown key (known: {', '.join(LOADBALANCER_KEYS)})"
+                      for key in block if key not in LOADBALANCER_KEYS]
+            ports = block.get("listen_ports")
+            if ports is not None and not is_one_port(ports):
+                found += port_pair_problems(ports, f"{where}.listen_ports")
+            for key in ("timeout", "drain_timeout"):
+                try:
+                    seconds(block.get(key, REQUEST_TIMEOUT))
+                except ValueError as error:
+                    found.append(f"{where}.{key}: {error}")
+            if block.get("mode", "http") not in ("http", "tcp"):
+                found.append(f"{where}.mode: expected http or tcp, got {block['mode']!r}")
+            if "maxconn" in block and (isinstance(block["maxconn"], bool) or not isinstance(block["maxconn"], int)
+                                         or block["maxconn"] < 1):
+                found.append(f"{where}.maxconn: expected a number of requests above 0, got {block['maxconn']!r}")
+            for key in ("check_port", "external_tls_port"):
+                if key in block and not is_port(block[key]):
+                    found.append(f"{where}.{key}: expected a port number, got {block[key]!r}")
+            if not isinstance(block.get("one_active", False), bool):
+                found.append(f"{where}.one_active: expected true or false, got {block['one_active']!r}")
+            if name in entries:
+                found.append(f"{where}: another service already has a loadbalancer entry '{name}'")
+            if not str(block.get("check", "/")).startswith("/"):
+                found.append(f"{where}.check: expected a path starting with /, got {block['check']!r}")
+            problems.extend(found)
+            if not found:
+                timeout = block.get("timeout", REQUEST_TIMEOUT)
+                entries[name] = {**block, "name": name, "timeout": timeout,
+                                 "drain_timeout": block.get("drain_timeout", timeout),
+                                 "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
+                                 "maxconn": block.get("maxconn"), "external_tls_port": block.get("external_tls_port"),
+                                 "one_active": block.get("one_active", False),
+                                 "backend_tls": tls_backend and block.get("mode", "http") == "http" and any(
+                                     c.get("backend") == name for c in (definition.get("containers") or {}).values()),
+                                 "servers": [f"{address}:{port}" for address in addresses.get(service, [])
+                                             for port in ports]}
+    return entries

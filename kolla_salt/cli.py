@@ -148,7 +148,7 @@ def _with_api_addresses(args, settings):
     backend TLS is on: the names its certificate covers (certificates.BACKEND)."""
     if not settings["kolla_enable_tls_backend"]:
         return settings
-    from .inventory import interface_address, local_interfaces
+    from .hostfacts import interface_address, local_interfaces
     facts = args.master.host_facts() if args.master else {"this host": {"interfaces": local_interfaces()}}
     return {**settings, "api_interface_address": sorted(interface_address(settings, found["interfaces"])
                                                         for found in facts.values() if found)}
@@ -206,7 +206,7 @@ def cmd_build(args):
         raise ValidationError([f"{Path(args.config_dir) / 'globals.yml'}: docker_registry: not set; "
                                f"--push needs the registry (host:port) images are pushed to"])
     if not args.images and not args.all:
-        from .inventory import service_images
+        from .roles import service_images
         args.images = service_images(settings)
         print(f"[build] the images of the enabled services: {', '.join(args.images)} (--all: every image)")
     builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
@@ -425,7 +425,7 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=Fa
     walks the set tree across hosts (`pillars`: what each host gets, validated).
     With `predict` (a deploy), every host predicts first (Master.predict): that
     answers --test, and a deploy that would change nothing, without a walk."""
-    from .inventory import load_pins
+    from .pins import load_pins
     from .master import host_returns, step_failure, step_note, step_timing
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
     for host, pillar in sorted(pillars.items()):
@@ -648,7 +648,9 @@ def _declaring(config_dir, check=None, master=None):
     new declaration does not validate (for this host, or through a master for where
     services run), or `check(new pillar)` raises, both files are restored and the
     error raised: a command refused leaves nothing changed."""
-    from .inventory import build_pillar, load_pins, placement
+    from .inventory import build_pillar
+    from .pins import load_pins
+    from .roles import placement
     path = Path(config_dir) / "globals.yml"
     globals_text = path.read_text() if path.exists() else None
     user_globals = (safeyaml.load(globals_text) if globals_text else None) or {}
@@ -684,7 +686,7 @@ def _declaring(config_dir, check=None, master=None):
 def cmd_status(args):
     """What runs on each host (kolla_container.status), in the set tree; what pins.yml
     holds; the health loop."""
-    from .inventory import load_pins
+    from .pins import load_pins
     from .status import render, render_hosts
     settings = _settings(args)
     tls, pins = _certificate_status(args, settings), load_pins(args.config_dir)

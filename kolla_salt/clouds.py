@@ -19,7 +19,7 @@ def clouds_file_problem(config_dir):
 def keystone_url(settings):
     """Where clients reach keystone: haproxy's VIP (over TLS with
     kolla_enable_tls_internal), or the host's address without haproxy (the host's
-    facts in `settings`: kolla_salt.inventory.host_facts)."""
+    facts in `settings`: kolla_salt.hostfacts.host_facts)."""
     return f"{settings['internal_protocol']}://{settings['kolla_internal_fqdn']}:{settings['keystone_public_port']}/v3"
 
 

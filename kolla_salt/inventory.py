@@ -2,15 +2,18 @@
 
     the settings and passwords (kolla_salt.settings)                -> settings, passwords
     salt/states/kolla/tree.yaml + <service>/settings.yml (kolla_salt.tree) -> order
-    salt/states/kolla/<service>/defaults.yaml (jinja over settings) -> containers, jobs
+    the host's interfaces (kolla_salt.hostfacts)                    -> its addresses
+    salt/states/kolla/<service>/defaults.yaml (kolla_salt.rendering) -> containers, jobs
     salt/states/kolla/<service>/templates/*.j2 + config/<service>/* -> config files
+    a folder's loadbalancer: and register: (kolla_salt.balancer,
+    kolla_salt.registration)                                        -> haproxy entries, jobs
 
-build_pillar() validates all of it and reports every problem with its file and
-key before anything changes; `kolla-salt validate`, `kolla-salt deploy` and the
-pillar SLS (pillar/kolla.sls) call it, so all three agree.
+Where each service runs across hosts is kolla_salt.roles'. build_pillar() validates
+all of it and reports every problem with its file and key before anything changes;
+`kolla-salt validate`, `kolla-salt deploy` and the pillar SLS (pillar/kolla.sls)
+call it, so all three agree.
 """
-import fnmatch
-import functools
+
 import json
 import os
 from pathlib import Path
@@ -18,273 +21,21 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from . import certificates, keys as key_repositories, paths, safeyaml, virt
-from .balancer import REQUEST_TIMEOUT, seconds
-from .build import discover, image_ref, install_type_problem
-from .clouds import keystone_url
-from .healthloop import beacon_config, restart_settings
+from . import certificates, keys as key_repositories, virt
+from .balancer import loadbalancer_entries, seconds
+from .build import discover, install_type_problem
 from .errors import ValidationError
+from .healthloop import beacon_config, restart_settings
+from .hostfacts import external_link_problems, host_facts, interface_address, local_interfaces, tunnel_facts
 from .merge import merge
-from .pins import Pins, changed as changed_passwords
+from .pins import Pins, changed as changed_passwords, load_pins
 from .private import used_passwords
-from .releases import load_releases
-from .settings import (DERIVED_PASSWORDS, derived_passwords, load_passwords, load_settings,
-                       settings_for_release, wanted_passwords)
-from .spec import CONFIG_MOUNT, ContainerSpec, is_one_port, is_port, port_pair_problems
+from .registration import registration_job
+from .rendering import ServiceRenderer
+from .roles import database_facts, host_patterns, placed_on, release_skew, unmet_needs
+from .settings import DERIVED_PASSWORDS, load_passwords, load_settings, settings_for_release
+from .spec import CONFIG_MOUNT, ContainerSpec
 from .tree import service_order, waits
-
-def host_patterns(settings, service, definition):
-    """Minion id patterns of the hosts that run `service`: `roles.<service>` when the
-    operator gives one (kolla-ansible's per-service inventory groups), else those of
-    the role(s) its folder names (`role:`, one or a list: a host with any of them; `all`:
-    every host some role or roles.<service> names)."""
-    return host_patterns_and_key(settings, service, definition)[0]
-
-
-def placed_on(patterns, minions):
-    """The minions of `minions` (in their order) that one of the minion-id `patterns`
-    (globals.yml roles) names."""
-    return [m for m in minions if any(fnmatch.fnmatch(m, p) for p in patterns)]
-
-
-def host_patterns_and_key(settings, service, definition):
-    """(patterns, the globals.yml key they come from, for messages)."""
-    if service in settings["roles"]:
-        return settings["roles"][service], f"roles.{service}"
-    if definition.get("role") == "all":   # every host given some service, by a role or by roles.<service>
-        patterns = [p for patterns in settings["roles"].values() for p in patterns]
-        return list(dict.fromkeys(patterns)), "roles"
-    roles = definition.get("role", "control")
-    roles = [roles] if isinstance(roles, str) else roles
-    return [pattern for role in roles for pattern in settings["roles"].get(role, [])], f"roles.{'|'.join(roles)}"
-
-
-def placement(config_dir):
-    """Where each enabled service runs, in tree order: [{service, set, hosts (patterns),
-    key (in globals.yml), target (a Salt compound target), rollout (the runner that
-    deploys it across hosts instead of a plain state run, or None), serial (deployed
-    one host at a time even outside an upgrade), pause (seconds to wait after each host
-    when it goes host by host), final (it has jobs that run after every service: the walk's
-    last step), balanced (haproxy fronts it: others reach it at kolla_internal_fqdn),
-    after (the placed services it waits for: `waits`)}].
-    What a master's orchestration walks; it holds no secret and no host's address."""
-    settings = load_settings(config_dir)
-    definitions = enabled_definitions(settings)
-    problems = release_skew(settings, load_pins(config_dir), {service: d for _, service, d in definitions})
-    if problems:
-        raise ValidationError(problems)
-    steps = []
-    for top, service, definition in definitions:
-        hosts, key = host_patterns_and_key(settings, service, definition)
-        if hosts:   # placed on no host: nothing to deploy
-            steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
-                          "target": " or ".join(hosts), "rollout": definition.get("rollout"),
-                          "serial": bool(definition.get("serial")),
-                          "final": any(job.get("after_every_service") for job in (definition.get("jobs") or {}).values()),
-                          "pause": definition.get("pause_between_hosts") or 0,
-                          "balanced": bool(definition.get("loadbalancer"))})
-    after = waits([step["service"] for step in steps])
-    return [dict(step, after=after[step["service"]]) for step in steps]
-
-
-def apis_out_of_reach(settings, steps, minions, globals_file):
-    """Without haproxy a service reaches the APIs at its own host's address (host_facts):
-    each host that runs services deployed after an API that does not run there, a
-    problem naming them, found before anything changes (on one host there is none)."""
-    if settings["enable_haproxy"]:
-        return []
-    hosts = {step["service"]: placed_on(step["hosts"], minions) for step in steps}
-    balanced = [step["service"] for step in steps if step["balanced"]]
-    problems = []
-    for host in minions:
-        here = [step for step in steps if host in hosts[step["service"]]]
-        missing = [s for s in balanced if host not in hosts[s] and any(s in step["after"] for step in here)]
-        if missing:
-            after = [step["service"] for step in here if set(missing) & set(step["after"])]
-            problems.append(f"{globals_file}: key 'enable_haproxy' is false, so every service reaches the APIs "
-                            f"at its own host's address, but host {host} runs {', '.join(after)} without "
-                            f"{', '.join(missing)}: set enable_haproxy and enable_keepalived to true with a "
-                            f"kolla_internal_vip_address, or place {', '.join(missing)} on {host} too")
-    return problems
-
-
-def release_skew(settings, pins, definitions):
-    """Problems of the services' releases (openstack_release, or a service's pin) with
-    the version rules their folders declare (`runs_behind: SERVICE`), across every host."""
-    from .releases import load_releases, skew_problems
-    declared = {service: pins.release_of(service) or settings["openstack_release"] for service in definitions}
-    behind = {service: d["runs_behind"] for service, d in definitions.items() if d.get("runs_behind")}
-    return [f"{pins.path.parent}: {problem}" for problem in skew_problems(load_releases(), declared, behind)]
-
-
-def unmet_needs(enabled, globals_file):
-    """Each enabled service without a service its folder says it `needs:` (neutron's
-    driver without OVN waits at its start until the deploy times out): a problem
-    naming the key to set, found before anything changes."""
-    return [f"{globals_file}: key 'enable_{service}' is true, but {service} needs {need} "
-            f"(salt/states/kolla/{service}/defaults.yaml: needs): set enable_{need}: true"
-            for service, definition in enabled.items() for need in definition.get("needs") or []
-            if need not in enabled]
-
-
-def enabled_definitions(settings):
-    """(top-level set, service, its folder's definition) of every enabled service, in
-    tree order, rendered without a host and without secrets (what depends on neither:
-    where it runs, its images), so no passwords.yml is needed."""
-    placeholders = {key: "unused" for key in wanted_passwords()}
-    renderer = ServiceRenderer(settings, {**placeholders, **derived_passwords(placeholders)},
-                               host_facts(settings, "0.0.0.0"))
-    return [(top, service, renderer.definition(service)) for top, service in service_order()
-            if settings.get(f"enable_{service}", False)]
-
-
-def service_images(settings):
-    """The images the enabled services run (containers, jobs, registrations): what
-    `kolla-salt build` builds when given none (with their parents)."""
-    found = set()
-    for _, _, definition in enabled_definitions(settings):
-        runs = [*(definition.get("containers") or {}).values(), *(definition.get("jobs") or {}).values()]
-        found.update(entry["image"] for entry in runs if entry.get("image"))
-        if definition.get("register") is not None:
-            found.add(REGISTRATION_IMAGE)
-    return sorted(found)
-
-
-def interface_address(settings, interfaces):
-    """The IPv4 address of api_interface, from {interface: [addresses]} (grains)."""
-    name = settings["api_interface"]
-    addresses = interfaces.get(name) or []
-    if not addresses:
-        raise ValidationError([f"globals.yml: key 'api_interface'/'network_interface' is '{name}', "
-                               f"which has no IPv4 address on this host (have: {', '.join(sorted(interfaces))})"])
-    return addresses[0]
-
-
-def tunnel_facts(settings, interfaces, datapath):
-    """Where Geneve tunnels end, when not on the API address (host_facts'): the
-    address of tunnel_interface (ovn-controller's encap IP) and, with the userspace
-    datapath, that link as ovs_tunnel_link: ovs-vswitchd makes it the port of
-    ovs_tunnel_bridge and moves its address there (the openvswitch folder), where it
-    is found after the first deploy."""
-    name, bridge = settings["tunnel_interface"], settings["ovs_tunnel_bridge"]
-    if name in ("", settings["api_interface"]):
-        if name and datapath == "netdev":
-            raise ValidationError([f"globals.yml: key 'tunnel_interface' is '{name}', the API interface: with the "
-                                   f"userspace datapath (netdev) its address would move onto the bridge {bridge}; "
-                                   f"give the tunnels a link of their own, or leave tunnel_interface empty (one "
-                                   f"host needs no tunnel)"])
-        return {}
-    found = interfaces.get(name) or interfaces.get(bridge)
-    if not found:
-        raise ValidationError([f"globals.yml: key 'tunnel_interface' is '{name}', which has no IPv4 address on this "
-                               f"host, nor has {bridge} (have: {', '.join(sorted(interfaces))})"])
-    return {"tunnel_interface_address": found[0], "ovs_tunnel_link": name if datapath == "netdev" else ""}
-
-
-def external_link_problems(settings, interfaces):
-    """neutron_external_interface becomes a port of an Open vSwitch bridge, which takes
-    every frame it receives: the link of the host's own addresses (the API's, the
-    tunnels') or any link with an address is refused."""
-    name = settings["neutron_external_interface"]
-    if not name:
-        return []
-    where = f"globals.yml: key 'neutron_external_interface' is '{name}'"
-    if name in (settings["api_interface"], settings["tunnel_interface"]):
-        return [f"{where}, the link of this host's API or tunnel address: the provider networks need a link of "
-                f"their own (one without an address)"]
-    if interfaces.get(name):
-        return [f"{where}, which has the address {', '.join(interfaces[name])} on this host: Open vSwitch would "
-                f"take its traffic; give the provider networks a link without an address"]
-    return []
-
-
-def host_facts(settings, address):
-    """What a host adds to the settings its services are rendered with: its API address,
-    and kolla_internal_fqdn (kolla-ansible's name), the address of the API endpoints:
-    haproxy's VIP when enable_haproxy, else the host's own."""
-    if settings["enable_haproxy"] and settings["kolla_internal_vip_address"] == address:
-        raise ValidationError([f"globals.yml: key 'kolla_internal_vip_address' is {address}, this host's API "
-                               f"address: haproxy would listen where the API services do; choose another "
-                               f"address (on one host a loopback one, such as 127.0.0.10)"])
-    internal = settings["kolla_internal_vip_address"] if settings["enable_haproxy"] else address
-    external = settings["kolla_enable_tls_external"]
-    internal_protocol = "https" if settings["kolla_enable_tls_internal"] else "http"
-    return {"api_interface_address": address,
-            # Geneve ends on the API address, through no bridge of its own (tunnel_facts
-            # says otherwise for a tunnel_interface).
-            "tunnel_interface_address": address, "ovs_tunnel_link": "",
-            "kolla_internal_fqdn": internal,
-            # How services reach each other and keystone (openstack.jinja's internal_url).
-            "internal_protocol": internal_protocol,
-            # Where the catalog's public endpoints point (a service folder's register:).
-            "public_protocol": "https" if external else internal_protocol,
-            "public_fqdn": settings["kolla_external_fqdn"] if external else internal,
-            # One database server: on the service's own host (build_services says otherwise
-            # for a Galera cluster behind haproxy).
-            "database_cluster": False, "database_address": address}
-
-
-def database_facts(settings, passwords, host, peers, minion_id):
-    """database_cluster: mariadb runs on more than one host (a Galera cluster);
-    database_address: where services reach it, the VIP when haproxy fronts that
-    cluster (one writer, failing over: docs/design.md "MariaDB Galera"), else the
-    host's own address."""
-    if not settings.get("enable_mariadb"):
-        return {}
-    patterns = host_patterns(settings, "mariadb", ServiceRenderer(settings, passwords, host).definition("mariadb"))
-    members = placed_on(patterns, peers or [minion_id])
-    cluster = len(members) > 1
-    return {"database_cluster": cluster,
-            "database_address": settings["kolla_internal_vip_address"] if cluster and settings["enable_haproxy"]
-            else host["api_interface_address"]}
-
-
-@functools.lru_cache(maxsize=None)
-def _service_templates():
-    """The Jinja environment of the service folders, one per process: it keeps the
-    templates it compiled (compiling them was most of a pillar's build time) and
-    compiles one again once its file changes. The master builds a pillar for every
-    minion of every step, the CLI one for every host. Compiled templates are kept
-    between processes too (Jinja's per-user cache folder, mode 0700, keyed by each
-    source's checksum): a no-op deploy compiles each of them twice otherwise."""
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(paths.SERVICES_DIR)),
-                             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
-                             bytecode_cache=jinja2.FileSystemBytecodeCache())
-    env.filters["to_json"] = json.dumps
-    return env
-
-
-class ServiceRenderer:
-    """Renders a service folder's defaults.yaml and templates against the settings."""
-
-    def __init__(self, settings, passwords, host):
-        self.settings, self.passwords, self.host = settings, passwords, host
-        self.env = _service_templates()
-
-    def context(self):
-        return {**self.settings, **self.passwords, **self.host}
-
-    def image(self, name, container=None):
-        """The image a container (or job) runs: its own <container>_tag pins one, else
-        its image's <name>_tag, else the release's tag. A container's own tag lets one
-        set move alone: nova_compute_tag upgrades compute-operation's nova-compute while
-        the control set's nova containers keep nova_tag."""
-        return image_ref(self.settings, name,
-                         self.settings.get(f"{container}_tag") or self.settings.get(f"{name}_tag"))
-
-    def definition(self, service):
-        text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context())
-        definition = safeyaml.load(text) or {}
-        # Docker's own checks run at one pace for all (health_docker_interval): each
-        # costs a process in the container, and the health loop counts their passes.
-        for container in (definition.get("containers") or {}).values():
-            check = container.get("healthcheck") if isinstance(container, dict) else None
-            if isinstance(check, dict):
-                check.setdefault("interval", self.settings["health_docker_interval"])
-        return definition
-
-    def template(self, service, name, **extra):
-        return self.env.get_template(f"{service}/templates/{name}").render(**self.context(), **extra)
 
 
 def _config_json(container, files):
@@ -546,189 +297,9 @@ def service_keys(config_dir, service, prefix, problems):
     return found
 
 
-LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
-                     "listen_ports": "the two ports the service's generations listen on in turn "
-                                     "(one for a service that is not swapped blue/green)",
-                     "check": "the path of haproxy's HTTP check (2xx or 3xx is up)",
-                     "timeout": f"optional: client and server timeout of long requests (haproxy syntax, 6h; "
-                                f"{REQUEST_TIMEOUT} without); a drain waits as long for the requests in flight",
-                     "drain_timeout": "optional: how long a drain waits for the server's sessions to end, when "
-                                      "not `timeout` (a database's idle sessions last as long as its clients)",
-                     "mode": "optional: http (the default) or tcp (a byte stream, such as the database)",
-                     "check_port": "optional: the port that answers the HTTP check, when not the server's own",
-                     "one_active": "optional: true sends every connection to the first server up, the others "
-                                   "are backups (one writer of a Galera cluster)",
-                     "maxconn": "optional: how many requests one server serves at once (its workers); haproxy "
-                                "queues the others, so that neither they nor its check wait in the server's backlog",
-                     "external_tls_port": "optional: with kolla_enable_tls_external, the port the external VIP "
-                                          "serves it on over HTTPS when not `port`; plain HTTP on `port` there is "
-                                          "redirected to it (what a browser's http:// address reaches)"}
-OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active", "maxconn",
-                              "external_tls_port")
-
-
-def loadbalancer_entries(definitions, addresses, problems, tls_backend=False):
-    """{backend name: entry} from the `loadbalancer:` blocks of the enabled service
-    folders (docs/design.md: haproxy), what haproxy's config is made of:
-
-        loadbalancer:
-          keystone:                      # frontend and backend name
-            port: 5000                   # on the VIP
-            listen_ports: [5000, 5001]   # on the host's API address, one per generation
-            check: /v3
-
-    Each entry gets `name` and its `servers` (ADDRESS:PORT, kolla_salt.balancer): both
-    ports of every address in addresses[service] (the hosts that run it); and
-    `backend_tls`: with `tls_backend` (kolla_enable_tls_backend), an HTTP entry whose
-    servers are containers of the folder (their `backend:`) is called over TLS."""
-    entries = {}
-    for service, definition in definitions.items():
-        for name, block in (definition.get("loadbalancer") or {}).items():
-            where = f"salt/states/kolla/{service}/defaults.yaml: loadbalancer.{name}"
-            if not isinstance(block, dict):
-                problems.append(f"{where}: expected a mapping with {', '.join(LOADBALANCER_KEYS)}")
-                continue
-            found = [f"{where}.{key}: required ({meaning})" for key, meaning in LOADBALANCER_KEYS.items()
-                     if key not in OPTIONAL_LOADBALANCER_KEYS and block.get(key) in (None, "")]
-            found += [f"{where}.{key}: unknown key (known: {', '.join(LOADBALANCER_KEYS)})"
-                      for key in block if key not in LOADBALANCER_KEYS]
-            ports = block.get("listen_ports")
-            if ports is not None and not is_one_port(ports):
-                found += port_pair_problems(ports, f"{where}.listen_ports")
-            for key in ("timeout", "drain_timeout"):
-                try:
-                    seconds(block.get(key, REQUEST_TIMEOUT))
-                except ValueError as error:
-                    found.append(f"{where}.{key}: {error}")
-            if block.get("mode", "http") not in ("http", "tcp"):
-                found.append(f"{where}.mode: expected http or tcp, got {block['mode']!r}")
-            if "maxconn" in block and (isinstance(block["maxconn"], bool) or not isinstance(block["maxconn"], int)
-                                         or block["maxconn"] < 1):
-                found.append(f"{where}.maxconn: expected a number of requests above 0, got {block['maxconn']!r}")
-            for key in ("check_port", "external_tls_port"):
-                if key in block and not is_port(block[key]):
-                    found.append(f"{where}.{key}: expected a port number, got {block[key]!r}")
-            if not isinstance(block.get("one_active", False), bool):
-                found.append(f"{where}.one_active: expected true or false, got {block['one_active']!r}")
-            if name in entries:
-                found.append(f"{where}: another service already has a loadbalancer entry '{name}'")
-            if not str(block.get("check", "/")).startswith("/"):
-                found.append(f"{where}.check: expected a path starting with /, got {block['check']!r}")
-            problems.extend(found)
-            if not found:
-                timeout = block.get("timeout", REQUEST_TIMEOUT)
-                entries[name] = {**block, "name": name, "timeout": timeout,
-                                 "drain_timeout": block.get("drain_timeout", timeout),
-                                 "mode": block.get("mode", "http"), "check_port": block.get("check_port"),
-                                 "maxconn": block.get("maxconn"), "external_tls_port": block.get("external_tls_port"),
-                                 "one_active": block.get("one_active", False),
-                                 "backend_tls": tls_backend and block.get("mode", "http") == "http" and any(
-                                     c.get("backend") == name for c in (definition.get("containers") or {}).values()),
-                                 "servers": [f"{address}:{port}" for address in addresses.get(service, [])
-                                             for port in ports]}
-    return entries
-
-
-REGISTER_INTERFACES = ("public", "internal", "admin")
-REGISTER_REASON = "reaches keystone on the host's API address (docs/design.md: host networking)"
-
-
-REGISTRATION_IMAGE = "toolbox"   # kolla_keystone_register
-
-
-def registration_job(service, block, settings, passwords, host, where):
-    """({job name: job}, problems): the job that registers `service` with keystone, in
-    the form of a folder's `jobs:` (the renderer treats it as one), derived from the
-    `register:` block of its folder (docs/design.md: keystone registration):
-
-        register:
-          service: {name: glance, type: image, description: OpenStack Image}
-          endpoints: {public: URL, internal: URL, admin: URL}     # one or more
-          user: {name: glance, password: glance_keystone_password,  # a passwords.yml key
-                 project: service, roles: [admin]}                  # these two are the defaults
-
-    The toolbox's kolla_keystone_register runs it with keystone's admin credentials
-    and the user's password in its environment (hashed in labels, never printed).
-    It fills the database volume keystone's data lives in, and its spec holds all
-    it declares: a new declaration, password or keystone database runs it again."""
-    problems = []
-
-    def text(data, key, path, default=None):
-        value = data.get(key, default) if isinstance(data, dict) else None
-        if not isinstance(value, str) or not value.strip():
-            problems.append(f"{where}.{path}: required, a non-empty string (got {value!r})")
-        return value
-
-    def mapping(key, known):
-        value = block.get(key)
-        if not isinstance(value, dict):
-            problems.append(f"{where}.{key}: required, a mapping")
-            return {}
-        for unknown in sorted(set(value) - set(known)):
-            problems.append(f"{where}.{key}.{unknown}: unknown key (known: {', '.join(known)})")
-        return value
-
-    if not isinstance(block, dict):
-        return {}, [f"{where}: expected a mapping with service, endpoints and user"]
-    for unknown in sorted(set(block) - {"service", "endpoints", "user"}):
-        problems.append(f"{where}.{unknown}: unknown key (known: endpoints, service, user)")
-    declared_service = mapping("service", ("name", "type", "description"))
-    endpoints = mapping("endpoints", REGISTER_INTERFACES)
-    user = mapping("user", ("name", "password", "project", "roles"))
-    name, kind = text(declared_service, "name", "service.name"), text(declared_service, "type", "service.type")
-    description = declared_service.get("description", "")
-    if not isinstance(description, str):
-        problems.append(f"{where}.service.description: expected a string, got {description!r}")
-    if not endpoints:
-        problems.append(f"{where}.endpoints: at least one of {', '.join(REGISTER_INTERFACES)}")
-    for interface, url in endpoints.items():
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            problems.append(f"{where}.endpoints.{interface}: expected an http(s) URL, got {url!r}")
-    user_name = text(user, "name", "user.name")
-    password_key = text(user, "password", "user.password")
-    project = text(user, "project", "user.project", "service")
-    # service: the role keystonemiddleware requires of a service token (nova calling
-    # neutron or glance with its own token beside the user's is refused without it).
-    roles = user.get("roles", ["admin", "service"])
-    if not isinstance(roles, list) or not roles or not all(isinstance(r, str) and r for r in roles):
-        problems.append(f"{where}.user.roles: expected a list of role names, got {roles!r}")
-    if isinstance(password_key, str) and password_key.strip() and password_key not in passwords:
-        problems.append(f"{where}.user.password: '{password_key}' is not a key of passwords.yml "
-                        f"(declare it in salt/states/kolla/{service}/settings.yml: passwords)")
-    if not settings.get("enable_keystone", False):
-        problems.append(f"{where}: {service} registers with keystone, but globals.yml key "
-                        "'enable_keystone' is false")
-    if problems:
-        return {}, problems
-    registration = {"service": {"name": name, "type": kind, "description": description},
-                    "endpoints": dict(sorted(endpoints.items())),
-                    "user": {"name": user_name, "project": project, "roles": roles}}
-    environment = {
-        "OS_AUTH_URL": keystone_url({**settings, **host}),
-        "OS_USERNAME": settings["keystone_admin_user"],
-        "OS_PASSWORD": passwords["keystone_admin_password"],
-        "OS_PROJECT_NAME": settings["keystone_admin_project"],
-        "OS_REGION_NAME": settings["openstack_region_name"],
-        "KOLLA_REGISTRATION": json.dumps(registration, sort_keys=True),
-        "KOLLA_SERVICE_PASSWORD": passwords[password_key],
-    }
-    return {f"{service}_keystone_register": {
-        "image": REGISTRATION_IMAGE, "command": ["kolla_keystone_register"], "environment": environment,
-        # keystone's data is in the database: a new database volume registers again
-        "fills": [f"{settings['container_name_prefix']}mariadb"],
-        # the catalog follows the declaration back too (public endpoints without TLS again)
-        "converges": True,
-        "host_namespaces": ["net"], "reasons": {"net": REGISTER_REASON}}}, []
-
-
 def service_specs(service):
     """Every container and job spec of a service entry of the pillar."""
     return [c["spec"] for c in service["containers"]] + service["jobs"] + service["post_jobs"] + service["final_jobs"]
-
-
-def load_pins(config_dir):
-    """pins.yml, validated against the services and releases kolla-salt knows."""
-    return Pins.load(config_dir, {service for _, service in service_order()}, load_releases())
 
 
 def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, peer_interfaces=None,
@@ -788,10 +359,3 @@ def held_password_problems(pins, container, passwords, minion_id, config_dir):
     return [f"{path}: key '{k}' changed since pins.yml held {key} at what generation {pin['generation']} ran "
             f"({pin.get('why', 'pinned')}); that generation's config files keep the old password: put the old "
             f"one back, or `kolla-salt unpin {key}` to let it follow the files" for k in sorted(changed)]
-
-
-def local_interfaces():
-    """{interface: [IPv4 addresses]} of this host, like the ip4_interfaces grain."""
-    import subprocess
-    out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True).stdout
-    return {link["ifname"]: [a["local"] for a in link.get("addr_info", [])] for link in json.loads(out)}

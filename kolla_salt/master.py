@@ -108,7 +108,7 @@ class Master:
     def preflight(self):
         """Checks the hosts before a change; returns their facts, from which `pillars`
         builds (and validates) what each host gets."""
-        from .inventory import apis_out_of_reach, placed_on, placement
+        from .roles import apis_out_of_reach, placed_on, placement
         from .settings import load_settings
         folder = self.operator_folder()
         hosts = self.host_facts()
@@ -139,7 +139,7 @@ class Master:
 
     def members(self, service, hosts):
         """(the minions of `hosts` that run `service`, its placement step)."""
-        from .inventory import placed_on, placement
+        from .roles import placed_on, placement
         step = next((s for s in placement(self.operator_folder()) if s["service"] == service), None)
         if step is None:
             return [], None

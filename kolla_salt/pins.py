@@ -36,6 +36,8 @@ import yaml
 from . import safeyaml
 from .errors import ValidationError
 from .private import used_passwords, write_private
+from .releases import load_releases
+from .tree import service_order
 
 FILE = "pins.yml"
 FINGERPRINT_ROUNDS = 20000
@@ -178,3 +180,8 @@ def changed(fingerprinted, passwords):
 
 def _digest(password, salt):
     return hashlib.pbkdf2_hmac("sha256", password.encode(), bytes.fromhex(salt), FINGERPRINT_ROUNDS).hex()[:32]
+
+
+def load_pins(config_dir):
+    """pins.yml, validated against the services and releases kolla-salt knows."""
+    return Pins.load(config_dir, {service for _, service in service_order()}, load_releases())

@@ -6,7 +6,8 @@ A minion gets what its host runs (compiled by the master, or by salt-call --loca
 The master's own pillar, compiled in `salt-run` for state.orchestrate, holds only
 where each service runs (kolla:placement): no secret, no host's address.
 (__role cannot tell them apart: the master compiles every minion's pillar.)"""
-from kolla_salt.inventory import build_pillar, placement
+from kolla_salt.inventory import build_pillar
+from kolla_salt.roles import placement
 from kolla_salt.virt import Virtualization
 
 

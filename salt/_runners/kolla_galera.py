@@ -156,7 +156,7 @@ def scheduled():
     import time
 
     from kolla_salt.backup import due, master_secrets, scheduled_why, taken_at
-    from kolla_salt.inventory import placement
+    from kolla_salt.roles import placement
     from kolla_salt.settings import load_settings
     result = {"ret": {}, "hosts": []}
     try:

@@ -100,7 +100,7 @@ def openstack_as(env, user, password, *args):
 
 def registered(env):
     """The register: blocks of the enabled services' folders (what the catalog must hold)."""
-    from kolla_salt.inventory import enabled_definitions
+    from kolla_salt.roles import enabled_definitions
     from kolla_salt.settings import load_settings
     return [d["register"] for _, _, d in enabled_definitions(load_settings(env.config_dir)) if d.get("register")]
 

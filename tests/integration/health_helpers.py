@@ -99,7 +99,8 @@ STANDALONE = {
 def deployed_check(service):
     """The healthcheck of the service's own definition (salt/states/kolla/<service>/defaults.yaml),
     rendered as a deploy renders it (placeholder passwords: only the check is read)."""
-    from kolla_salt.inventory import ServiceRenderer, host_facts
+    from kolla_salt.hostfacts import host_facts
+    from kolla_salt.rendering import ServiceRenderer
     from kolla_salt.settings import default_settings, wanted_passwords
     passwords = {key: "test" for key in wanted_passwords()}
     settings = default_settings()

@@ -23,7 +23,8 @@ from guest import boot_server, console_log, remove_guest, wait_for
 from probes import freeze_service
 from kolla_salt import certificates
 from kolla_salt.build import push
-from kolla_salt.inventory import build_pillar, service_images
+from kolla_salt.inventory import build_pillar
+from kolla_salt.roles import service_images
 from kolla_salt.settings import default_image, load_passwords, load_settings
 from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 

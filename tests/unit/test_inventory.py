@@ -343,7 +343,7 @@ def test_novas_online_data_migrations_wait_for_every_service_and_the_walk_knows_
     """nova's upgrade order: its online data migrations once the compute hosts run the
     new code too (a job `after_every_service`, salt/states/kolla/final.sls), on nova's
     host; a master's walk gives them its last step (placement's `final`)."""
-    from kolla_salt.inventory import placement
+    from kolla_salt.roles import placement
     write_secrets(tmp_path, value=lambda key: "pw")
     write(tmp_path, "globals.yml", COMPUTE)
     nova = next(s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
@@ -387,7 +387,7 @@ def test_services_spread_over_hosts_without_haproxy_are_refused_naming_what_they
     address: a compute host without nova and keystone would fail at its start, so the
     master refuses it before anything changes, naming the host, the service and what it
     misses; with haproxy's VIP, and on one host, the same services are fine."""
-    from kolla_salt.inventory import apis_out_of_reach, placement
+    from kolla_salt.roles import apis_out_of_reach, placement
     write(tmp_path, "globals.yml", {**COMPUTE, "roles": {"control": ["ctl*"], "compute": ["cmp1"]},
                                     "enable_haproxy": False})
     minions = ["cmp1", "ctl1"]

@@ -4,7 +4,8 @@ import pytest
 import yaml
 
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar, loadbalancer_entries
+from kolla_salt.balancer import loadbalancer_entries
+from kolla_salt.inventory import build_pillar
 from kolla_salt.spec import ContainerSpec
 from operator_files import write_secrets
 

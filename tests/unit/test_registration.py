@@ -5,7 +5,8 @@ import pytest
 import yaml
 
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar, registration_job
+from kolla_salt.inventory import build_pillar
+from kolla_salt.registration import registration_job
 from kolla_salt.spec import ContainerSpec
 from operator_files import write_secrets
 

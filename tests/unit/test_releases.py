@@ -79,7 +79,8 @@ def test_a_pin_that_puts_nova_compute_ahead_of_nova_is_refused_before_anything_c
     pillar (deploy, upgrade, a master's placement), whichever hosts run the two."""
     import yaml
     from kolla_salt.errors import ValidationError
-    from kolla_salt.inventory import build_pillar, placement
+    from kolla_salt.inventory import build_pillar
+    from kolla_salt.roles import placement
     from test_loadbalancer import operator_folder
     operator_folder(tmp_path, enable_nova=True, enable_nova_compute=True, enable_libvirt=True)
     (tmp_path / "pins.yml").write_text(yaml.safe_dump({"services": {"nova_compute": {"release": "2026.2"}}}))

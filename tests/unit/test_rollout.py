@@ -77,7 +77,7 @@ SERVICES = {"cron": {}, "haproxy": {}, "mariadb": {"rollout": "kolla_galera.conv
 
 
 def placement():
-    after = waits(list(SERVICES))   # from the tree, as kolla_salt.inventory.placement gives it
+    after = waits(list(SERVICES))   # from the tree, as kolla_salt.roles.placement gives it
     return [{"service": s, "target": "*", "rollout": None, "serial": False, "pause": 0, **SERVICES[s], "after": after[s]}
             for s in SERVICES]
 
