@@ -1080,17 +1080,13 @@ def _backup_through_master(args, why, incremental=False):
 
 def cmd_mariadb_backup(args):
     """A backup of the database (kolla_salt.backup), or the list of those kept."""
-    from .backup import Backups, backup_directory
+    from .backup import backup_directory
     if args.list and args.incremental:
         raise ValidationError(["--list, --incremental: one or the other"])
     if args.list:
-        if args.master:
-            kept = _backups_through_master(args, _database_members(args)[0])
-        else:
-            backups = Backups(backup_directory(_settings(args)))
-            kept = {str(backups.directory): backups.list()}
-        for where, found in kept.items():
-            print(f"backups in {where}: {len(found)}")
+        directory = backup_directory(_settings(args))
+        for host, found in _backups_listed(args, _database_members(args)[0] if args.master else [None]).items():
+            print(f"backups in {directory}{f' on {host}' if host else ''}: {len(found)}")
             for manifest in found:
                 kind = f"incremental of {manifest['base']}" if manifest["kind"] == "incremental" else "full"
                 print(f"{manifest['name']}\t{kind}\t{manifest['archive']['bytes'] >> 20} MiB\t"
@@ -1104,12 +1100,14 @@ def cmd_mariadb_backup(args):
     return 0
 
 
-def _backups_through_master(args, members):
-    """{host: the manifests of its backups} of the database's hosts (kolla_backup.list)."""
-    found = args.master.returns(members, "kolla_backup.list", timeout=60)
+def _backups_listed(args, members):
+    """{host: the manifests of its backups} of the database's hosts `members` ([None]:
+    this host) through _road (kolla_backup.list)."""
+    found = _road(args).returns(members, "kolla_backup.list", timeout=60)
     silent = [h for h in members if not isinstance(found.get(h), list)]
     if silent:
-        raise KollaError("mariadb-backup: " + ", ".join(silent) + " did not list their backups ("
+        raise KollaError("mariadb-backup: " + ", ".join(h or "this host" for h in silent)
+                         + " did not list their backups ("
                          + "; ".join(str(found.get(h) or "no answer").strip().splitlines()[-1] for h in silent) + ")")
     return {h: found[h] for h in members}
 
@@ -1237,7 +1235,7 @@ def _restore_through_master(args):
     from .backup import host_releases
     facts = args.master.preflight()
     members, target = _database_members(args, facts)
-    kept = _backups_through_master(args, members)
+    kept = _backups_listed(args, members)
     host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])), None)
     if host is None:
         raise ValidationError([f"{args.backup}: no such backup on {', '.join(members)} (backups: "
@@ -1354,7 +1352,7 @@ def _rollback_release_through_master(args):
     running = host_releases(facts)
     _newer_than(running, args.release)
     back = {key: args.release for key in running}
-    kept = _backups_through_master(args, members)
+    kept = _backups_listed(args, members)
     fitting = sorted((taken_at(m), h, m["name"]) for h in members for m in kept[h] if not release_problems(m, back))
     if not fitting:
         raise ValidationError([f"--release {args.release}: no backup on {', '.join(members)} was taken under "

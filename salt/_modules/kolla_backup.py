@@ -1,6 +1,6 @@
 """Execution module: backups and restores of this host's mariadb member, for the
 master's runner kolla_galera (backup, restore, scheduled) and `kolla-salt
---master/--lab mariadb-backup --list`, and the schedule of a single host's kolla-salt
+mariadb-backup --list` (through a master, or salt-call on one host), and the schedule of a single host's kolla-salt
 daemon (`scheduled`). A thin adapter over kolla_salt.backup: the backup directory,
 the container prefix and the passwords to redact come from the `kolla` pillar
 (`scheduled` builds its own from the operator folder: that daemon has none)."""
