@@ -188,10 +188,8 @@ LOADBALANCER_KEYS = {"port": "the port haproxy listens on, on the VIP",
                                           "redirected to it (what a browser's http:// address reaches)"}
 
 
-
 OPTIONAL_LOADBALANCER_KEYS = ("timeout", "drain_timeout", "mode", "check_port", "one_active", "maxconn",
                               "external_tls_port")
-
 
 
 def loadbalancer_entries(definitions, addresses, problems, tls_backend=False):

@@ -18,7 +18,6 @@ def interface_address(settings, interfaces):
     return addresses[0]
 
 
-
 def tunnel_facts(settings, interfaces, datapath):
     """Where Geneve tunnels end, when not on the API address (host_facts'): the
     address of tunnel_interface (ovn-controller's encap IP) and, with the userspace
@@ -40,7 +39,6 @@ def tunnel_facts(settings, interfaces, datapath):
     return {"tunnel_interface_address": found[0], "ovs_tunnel_link": name if datapath == "netdev" else ""}
 
 
-
 def external_link_problems(settings, interfaces):
     """neutron_external_interface becomes a port of an Open vSwitch bridge, which takes
     every frame it receives: the link of the host's own addresses (the API's, the
@@ -56,7 +54,6 @@ def external_link_problems(settings, interfaces):
         return [f"{where}, which has the address {', '.join(interfaces[name])} on this host: Open vSwitch would "
                 f"take its traffic; give the provider networks a link without an address"]
     return []
-
 
 
 def host_facts(settings, address):
@@ -83,7 +80,6 @@ def host_facts(settings, address):
             # One database server: on the service's own host (build_services says otherwise
             # for a Galera cluster behind haproxy).
             "database_cluster": False, "database_address": address}
-
 
 
 def local_interfaces():

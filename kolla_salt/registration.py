@@ -6,15 +6,8 @@ from .clouds import keystone_url
 
 
 REGISTER_INTERFACES = ("public", "internal", "admin")
-
-
-
 REGISTER_REASON = "reaches keystone on the host's API address (docs/design.md: host networking)"
-
-
-
 REGISTRATION_IMAGE = "toolbox"   # kolla_keystone_register
-
 
 
 def registration_job(service, block, settings, passwords, host, where):

@@ -25,7 +25,6 @@ def _service_templates():
     return env
 
 
-
 class ServiceRenderer:
     """Renders a service folder's defaults.yaml and templates against the settings."""
 

@@ -21,12 +21,10 @@ def host_patterns(settings, service, definition):
     return host_patterns_and_key(settings, service, definition)[0]
 
 
-
 def placed_on(patterns, minions):
     """The minions of `minions` (in their order) that one of the minion-id `patterns`
     (globals.yml roles) names."""
     return [m for m in minions if any(fnmatch.fnmatch(m, p) for p in patterns)]
-
 
 
 def host_patterns_and_key(settings, service, definition):
@@ -39,7 +37,6 @@ def host_patterns_and_key(settings, service, definition):
     roles = definition.get("role", "control")
     roles = [roles] if isinstance(roles, str) else roles
     return [pattern for role in roles for pattern in settings["roles"].get(role, [])], f"roles.{'|'.join(roles)}"
-
 
 
 def placement(config_dir):
@@ -70,7 +67,6 @@ def placement(config_dir):
     return [dict(step, after=after[step["service"]]) for step in steps]
 
 
-
 def apis_out_of_reach(settings, steps, minions, globals_file):
     """Without haproxy a service reaches the APIs at its own host's address (host_facts):
     each host that runs services deployed after an API that does not run there, a
@@ -92,7 +88,6 @@ def apis_out_of_reach(settings, steps, minions, globals_file):
     return problems
 
 
-
 def release_skew(settings, pins, definitions):
     """Problems of the services' releases (openstack_release, or a service's pin) with
     the version rules their folders declare (`runs_behind: SERVICE`), across every host."""
@@ -100,7 +95,6 @@ def release_skew(settings, pins, definitions):
     declared = {service: pins.release_of(service) or settings["openstack_release"] for service in definitions}
     behind = {service: d["runs_behind"] for service, d in definitions.items() if d.get("runs_behind")}
     return [f"{pins.path.parent}: {problem}" for problem in skew_problems(load_releases(), declared, behind)]
-
 
 
 def unmet_needs(enabled, globals_file):
@@ -111,7 +105,6 @@ def unmet_needs(enabled, globals_file):
             f"(salt/states/kolla/{service}/defaults.yaml: needs): set enable_{need}: true"
             for service, definition in enabled.items() for need in definition.get("needs") or []
             if need not in enabled]
-
 
 
 def enabled_definitions(settings):
@@ -125,7 +118,6 @@ def enabled_definitions(settings):
             if settings.get(f"enable_{service}", False)]
 
 
-
 def service_images(settings):
     """The images the enabled services run (containers, jobs, registrations): what
     `kolla-salt build` builds when given none (with their parents)."""
@@ -136,7 +128,6 @@ def service_images(settings):
         if definition.get("register") is not None:
             found.add(REGISTRATION_IMAGE)
     return sorted(found)
-
 
 
 def database_facts(settings, passwords, host, peers, minion_id):
