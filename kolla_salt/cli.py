@@ -359,7 +359,7 @@ def cmd_rotate_keys(args):
     current keys yet (its deploy did not reach it): the key made primary now must have
     been on every host as the staged one ("distribute before use")."""
     from . import keys
-    pillars = args.master.pillars(args.master.preflight()) if args.master else {"this host": _validated_pillar(args)}
+    pillars = args.master.pillars(args.master.preflight()) if args.master else {None: _validated_pillar(args)}
     prefix = next(iter(pillars.values()))["kolla"]["settings"]["container_name_prefix"]
     rotating = []
     for service, repositories in keys.declared().items():
@@ -370,8 +370,8 @@ def cmd_rotate_keys(args):
             path = keys.repository_path(args.config_dir, service, name)
             current = keys.load(path)
             volume = prefix + entry["volume"]
-            held = _held_digests(args, hosts, volume)
-            behind = [h for h in hosts if held.get(h) != keys.digest(current)]
+            held = _road(args).returns(hosts, "kolla_keys.digest", volume, timeout=30)
+            behind = [h or "this host" for h in hosts if held.get(h) != keys.digest(current)]
             if behind:
                 raise KollaError(f"{path}: not rotated: {', '.join(behind)} do(es) not hold these keys in {volume} "
                                  f"yet (or did not answer); run `kolla-salt deploy` first, so the key made "
@@ -387,15 +387,6 @@ def cmd_rotate_keys(args):
     args.services = ",".join(sorted({service for service, _, _ in rotating}))
     args.test, args.allow_release_jump = False, False
     return cmd_deploy(args)
-
-
-def _held_digests(args, hosts, volume):
-    """{host: the digest of the keys its `volume` holds} (kolla_keys.digest)."""
-    if args.master:
-        return args.master.returns(hosts, "kolla_keys.digest", volume, timeout=30)
-    from . import keys
-    found = _volume_keys_here(volume)
-    return {hosts[0]: keys.digest(found) if found else None}
 
 
 def _all_hosts(pillars):
