@@ -125,7 +125,7 @@ run_validation = false
 
 def run(workspace, conf, regex=SMOKE, timeout=900):
     """Runs the tests `regex` selects, two at a time (tempest workers), in `workspace` (made here):
-    (tempest's exit code, its summary and failures)."""
+    (tempest's exit code, its summary and failures, the lines of the tests that passed)."""
     command = tempest()
     workspace.mkdir(parents=True, exist_ok=True)
     # The workspace's register in the workspace too: not the user's ~/.tempest.
@@ -134,7 +134,9 @@ def run(workspace, conf, regex=SMOKE, timeout=900):
     (workspace / "cloud" / "etc" / "tempest.conf").write_text(conf)
     done = subprocess.run([command, "run", "--regex", regex, "--concurrency", "2"], cwd=workspace / "cloud",
                           capture_output=True, text=True, timeout=timeout)
-    return done.returncode, failures(done.stdout) + done.stdout[done.stdout.rfind("Totals"):] + done.stderr[-2000:]
+    passed = [line for line in done.stdout.splitlines() if line.startswith("{") and line.endswith(" ... ok")]
+    return (done.returncode, failures(done.stdout) + done.stdout[done.stdout.rfind("Totals"):] + done.stderr[-2000:],
+            passed)
 
 
 def failures(output):
