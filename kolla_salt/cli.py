@@ -371,7 +371,7 @@ def cmd_rotate_keys(args):
             current = keys.load(path)
             volume = prefix + entry["volume"]
             held = _road(args).returns(hosts, "kolla_keys.digest", volume, timeout=30)
-            behind = [h or "this host" for h in hosts if held.get(h) != keys.digest(current)]
+            behind = [_host_name(h) for h in hosts if held.get(h) != keys.digest(current)]
             if behind:
                 raise KollaError(f"{path}: not rotated: {', '.join(behind)} do(es) not hold these keys in {volume} "
                                  f"yet (or did not answer); run `kolla-salt deploy` first, so the key made "
@@ -737,16 +737,6 @@ def _host_and_container(args):
     return host, container
 
 
-def _named(args, settings, lookup):
-    """(name, what `lookup` finds) for the container named on the command line,
-    as given or with container_name_prefix; (None, None) when neither finds anything."""
-    for name in dict.fromkeys([args.container, settings["container_name_prefix"] + args.container]):
-        found = lookup(name)
-        if found:
-            return name, found
-    return None, None
-
-
 def cmd_logs(args):
     """A container's stdout/stderr (docker logs); the service's own log files are
     under <kolla_log_directory>/<service>/ on the host."""
@@ -768,7 +758,9 @@ def _follow_logs(args):
         raise ValidationError(["logs --follow: on the container's own host only (through a master, "
                                "`logs HOST:CONTAINER` without --follow)"])
     settings = _settings(args)
-    _, container = _named(args, settings, ContainerManager.from_settings(settings, client=_client()).get)
+    from .spec import named
+    container = named(args.container, settings["container_name_prefix"],
+                      ContainerManager.from_settings(settings, client=_client()).get)[1]
     if container is None:
         raise KollaError(f"logs: no container named {args.container}")
     for chunk in container.logs(stream=True, follow=True, tail=args.tail if args.tail is not None else "all"):
@@ -784,7 +776,9 @@ def cmd_history(args):
 
     from .generations import History
     settings = _settings(args)
-    _, records = _named(args, settings, lambda name: History(settings["kolla_state_directory"], name).records())
+    from .spec import named
+    records = named(args.container, settings["container_name_prefix"],
+                    lambda name: History(settings["kolla_state_directory"], name).records())[1]
     if records is None:
         raise KollaError(f"history: no generation of a container named {args.container} is recorded "
                          f"under {settings['kolla_state_directory']}")
@@ -826,7 +820,7 @@ def cmd_rollback(args):
     def on_host(function, name):
         found = _one_host(args, host, function, name)
         if not isinstance(found, dict):
-            raise KollaError(f"rollback: {host}: {found}")
+            raise KollaError(f"rollback: {_on(host)}{found}")
         return found
     # Every target is known (or the rollback refused) before anything changes. A set's
     # container with no earlier generation did not change since: it stays as it is.
@@ -980,6 +974,11 @@ def _on(host):
     return f"{host}: " if host else ""
 
 
+def _host_name(host):
+    """A host in a sentence: its name, or `this host` on one host (None, _road's key)."""
+    return host or "this host"
+
+
 def _on_every_host(args, action, *action_args, synced=False):
     """{host: its return} of kolla_container.ACTION on every host (_road), through a
     master the hosts running older Salt modules synced first (unless `synced`); fails
@@ -1097,7 +1096,7 @@ def _backups_listed(args, members):
     found = _road(args).returns(members, "kolla_backup.list", timeout=60)
     silent = [h for h in members if not isinstance(found.get(h), list)]
     if silent:
-        raise KollaError("mariadb-backup: " + ", ".join(h or "this host" for h in silent)
+        raise KollaError("mariadb-backup: " + ", ".join(map(_host_name, silent))
                          + " did not list their backups ("
                          + "; ".join(str(found.get(h) or "no answer").strip().splitlines()[-1] for h in silent) + ")")
     return {h: found[h] for h in members}

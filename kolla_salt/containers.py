@@ -465,8 +465,8 @@ class ContainerManager(Swaps, JobRunner):
         """Removes `containers` (never their volumes), each running one's on_destroy
         command first, every ending before any removal: an ending may need another
         leaving container (ovn-controller's exit needs Open vSwitch's database).
-        Returns {name: what its ending said} of those that have one. None comes back
-        meanwhile: Docker's restart policy would start an ending's container again once
+        Returns {name: what its ending said} of those that have one. None is started
+        again meanwhile: Docker's restart policy would start an ending's container again once
         its process ended (ovn-controller's exit: it registered its chassis again
         while nova-compute's ending ran, found by the lab test)."""
         for container in containers:

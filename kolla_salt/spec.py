@@ -50,6 +50,17 @@ ADDED_LATER = ("stateful", "cluster", "listen", "on_destroy", "reloads", "before
                "converges", "in_use")
 
 
+def named(name, prefix, lookup):
+    """(the name `lookup` found something under, what it found) for a container named
+    by an operator as given or with container_name_prefix `prefix`; (`name`, None)
+    when neither finds anything."""
+    for candidate in dict.fromkeys([name, prefix + name]):
+        found = lookup(candidate)
+        if found:
+            return candidate, found
+    return name, None
+
+
 def declared_spec(labels):
     """The canonical spec a managed container was created with (its kolla.spec
     label), as a dict; {} when the label is missing or unreadable."""

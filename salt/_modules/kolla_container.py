@@ -112,12 +112,9 @@ def present(names):
 
 def _found(manager, name):
     """(name, container) of the container called `name` here, as given or with
-    container_name_prefix; (name as given, None) when neither is."""
-    for candidate in (name, _kolla()["settings"]["container_name_prefix"] + name):
-        container = manager.get(candidate)
-        if container is not None:
-            return candidate, container
-    return name, None
+    container_name_prefix (kolla_salt.spec.named); (name as given, None) when neither is."""
+    from kolla_salt.spec import named
+    return named(name, _kolla()["settings"]["container_name_prefix"], manager.get)
 
 
 def _refusal(action):

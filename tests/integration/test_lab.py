@@ -1204,22 +1204,22 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         def nova_compute_status(host):
             return run("compute", "service", "list", "--service", "nova-compute", "--host", host, "-c", "Status").strip()
 
-        def pinged_during(action, wait=1.5):
+        def pinged_during(action, wait=1.5, interval=0.1):
             """(what `action` returned, pings sent, pings lost, ping's output) with the
-            switch pinging the floating IP every 0.1 s meanwhile (bounded: at most 3,000
+            switch pinging the floating IP every `interval` s meanwhile (bounded: at most 3,000
             pings in 300 s). Each ping may take 1 s (-W 1), so ping runs `wait` s more
             before it is stopped, and the pings of that last `wait` are not counted:
             answers on a busy lab took up to 0.7 s at the end of an upgrade, and
             stopping ping at once counted those on their way as lost."""
-            pinger = subprocess.Popen(["ip", "netns", "exec", lab.switch, "ping", "-i", "0.1", "-c", "3000", "-w",
-                                       "300", "-W", "1", floating], stdout=subprocess.PIPE, text=True)
+            pinger = subprocess.Popen(["ip", "netns", "exec", lab.switch, "ping", "-i", str(interval), "-c", "3000",
+                                       "-w", "300", "-W", "1", floating], stdout=subprocess.PIPE, text=True)
             try:
                 done = action()
                 time.sleep(wait)
             finally:
                 pinger.send_signal(signal.SIGINT)
                 said = pinger.communicate(timeout=30)[0]
-            sent = int(re.search(r"(\d+) packets transmitted", said).group(1)) - int(wait / 0.1)
+            sent = int(re.search(r"(\d+) packets transmitted", said).group(1)) - round(wait / interval)
             answered = {int(n) for n in re.findall(r"icmp_seq=(\d+) ", said)}
             return done, sent, len(set(range(1, sent + 1)) - answered), said
 

@@ -77,3 +77,13 @@ def test_keys_added_later_keep_the_hash_of_a_container_that_does_not_use_them():
     with pytest.raises(ValidationError) as error:
         spec(stateful="yes", cluster=["a"])
     assert "test.stateful: expected bool" in str(error.value) and "test.cluster: expected str" in str(error.value)
+
+
+def test_a_container_is_found_by_its_name_as_given_or_with_the_prefix():
+    from kolla_salt.spec import named
+    found = {"kst-keystone": "running", "cron": "running"}.get
+    assert named("keystone", "kst-", found) == ("kst-keystone", "running")
+    assert named("cron", "kst-", found) == ("cron", "running")          # as given first
+    assert named("kst-keystone", "kst-", found) == ("kst-keystone", "running")
+    assert named("nosuch", "kst-", found) == ("nosuch", None)
+    assert named("keystone", "", found) == ("keystone", None)           # no prefix: one lookup
