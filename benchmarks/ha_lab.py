@@ -123,10 +123,10 @@ def main():
             current = local.images.get(image_ref(lab_settings, service))
             tag = "kbench-rolling"
             ref = image_ref(lab_settings, service, tag)
-            local.images.build(fileobj=io.BytesIO(f"FROM {current.id}\nLABEL kolla.bench={tag}\n".encode()),
-                               tag=ref, rm=True)
+            built, _ = local.images.build(fileobj=io.BytesIO(f"FROM {current.id}\nLABEL kolla.bench={tag}\n".encode()),
+                                          tag=ref, rm=True)
             new_refs.append(ref)
-            push(ref, insecure=True, netns=lab.master().netns)
+            push(ref, built.id, insecure=True, netns=lab.master().netns)
             probe = start_client()
             time.sleep(2)
             settings[f"{service}_tag"] = tag

@@ -142,9 +142,10 @@ def main():
         print(f"  machinery at rest: {machinery_cores:.3f} cores, goal {GOAL_CORES}: "
               f"{machinery_cores / GOAL_CORES:.2f}x the goal")
         time.sleep(10)   # the loop started again and saw every container
-        # "[deploy] deploying ..." once the pillar and images are checked, "[deploy] N
-        # states: ..." once salt-call's state run is over.
-        runs = [noop_deploy(["--config-dir", str(config_dir)], [("pillar, images, checks", "[deploy] deploying"),
+        # "[deploy] deploying ..." once the CLI read the settings and the host's
+        # addresses, "[deploy] N states: ..." once salt-call's run is over (the
+        # pillar, the checks of its first states, the services' states).
+        runs = [noop_deploy(["--config-dir", str(config_dir)], [("settings", "[deploy] deploying"),
                                                                 ("salt-call state.apply", " states: ")],
                             "client files, health loop") for _ in range(args.rounds)]
         totals = [total for total, _ in runs]

@@ -395,7 +395,7 @@ class Backups:
                 "why": why,
                 "taken": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
                 "seconds": round(time.time() - started, 1), "member": member.name, "desynced": galera,
-                "image": member.image.tags[0] if member.image.tags else member.image.id,
+                "image": member.attrs["Config"]["Image"],   # what it runs (tags[0] may be a registry's)
                 "releases": releases,
                 "position": {key: info[key] for key in ("binlog_pos", "from_lsn", "to_lsn", "last_lsn",
                                                         "server_version") if key in info},

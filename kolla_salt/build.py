@@ -11,6 +11,7 @@ release) is tagged, not built again.
 """
 import hashlib
 import io
+import json
 import os
 import re
 import shutil
@@ -139,17 +140,30 @@ def image_ref(settings, name, tag=None):
     return f"{registry + '/' if registry else ''}{settings['docker_namespace']}/{name}:{tag or settings['openstack_tag']}"
 
 
-def push(ref, insecure=False, netns=None):
-    """Copies image `ref` from this machine's engine to the registry its name starts
-    with (skopeo: a registry without TLS needs no engine setting, and the push can run
-    in `netns`, the network namespace from which that registry is reachable)."""
+def push(ref, image_id, insecure=False, netns=None):
+    """Copies image `ref` (the engine's `image_id`) from this machine's engine to the
+    registry its name starts with (skopeo: a registry without TLS needs no engine
+    setting, and the push can run in `netns`, the network namespace from which that
+    registry is reachable). Returns False, having copied nothing, when the registry
+    holds `ref` as this very image already: its manifest names the image's config,
+    whose digest is the image's ID (skopeo keeps the config's bytes). Asking costs a
+    request; a copy reads the whole image out of the engine first, seconds per image."""
     if not shutil.which("skopeo"):
         raise KollaError("skopeo is not installed: run `make setup`")
-    proc = subprocess.run([*(["ip", "netns", "exec", netns] if netns else []), "skopeo", "copy", "--quiet",
-                           f"--dest-tls-verify={'false' if insecure else 'true'}",
+    in_netns = ["ip", "netns", "exec", netns] if netns else []
+    tls = "false" if insecure else "true"
+    held = subprocess.run([*in_netns, "skopeo", "inspect", "--raw", f"--tls-verify={tls}", f"docker://{ref}"],
+                          capture_output=True, text=True)
+    try:
+        if held.returncode == 0 and json.loads(held.stdout).get("config", {}).get("digest") == image_id:
+            return False
+    except ValueError:   # not a manifest: copied again
+        pass
+    proc = subprocess.run([*in_netns, "skopeo", "copy", "--quiet", f"--dest-tls-verify={tls}",
                            f"docker-daemon:{ref}", f"docker://{ref}"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise KollaError(f"pushing {ref} failed: {proc.stderr.strip()[-1000:]}")
+    return True
 
 
 def from_registry(ref):

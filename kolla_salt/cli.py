@@ -14,7 +14,6 @@ import yaml
 
 from . import healthloop, paths, safeyaml
 from .errors import KollaError, NoEarlierGeneration, ValidationError
-from .build import from_registry
 from .private import write_private
 from .rollout import changing_hosts, describe
 from .inventory import service_specs
@@ -45,15 +44,12 @@ def _validated_pillar(args):
 
 
 def _select(pillar, names, where="--services"):
+    from .preflight import unknown_services
     services = pillar["kolla"]["services"]
-    if not names:
-        return services
-    known = [s["name"] for s in services]
-    unknown = [n for n in names if n not in known]
+    unknown = unknown_services([s["name"] for s in services], names, where)
     if unknown:
-        raise ValidationError([f"{where}: unknown or disabled service '{n}' (deployable here: "
-                               f"{', '.join(known)})" for n in unknown])
-    return [s for s in services if s["name"] in names]
+        raise ValidationError(unknown)
+    return [s for s in services if not names or s["name"] in names]
 
 
 def _split(text):
@@ -214,26 +210,31 @@ def cmd_build(args):
     counts = {outcome: sum(1 for r in result.values() if r == outcome) for outcome in ("built", "tagged", "unchanged")}
     print("[build] done: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
     if args.push:
-        _push([image_ref(settings, name) for name in args.images or sorted(result)], settings,
+        _push([image_ref(settings, name) for name in args.images or sorted(result)], builder.client, settings,
               args.master.netns if args.master else None)
 
 
-def _push(refs, settings, netns):
+def _push(refs, client, settings, netns):
     """Pushes three images at a time: each push mostly reads its image out of the
-    engine and compresses its layers, one core's work (8 images here: 36 s one at a time, 26 s)."""
+    engine and compresses its layers, one core's work (8 images here: 36 s one at a time,
+    26 s). An image the registry holds already is not read out again."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
     from .build import push
 
     def timed(ref):
         begun = time.monotonic()
-        push(ref, insecure=settings["docker_registry_insecure"], netns=netns)
-        return time.monotonic() - begun
-    started = time.monotonic()
+        copied = push(ref, client.images.get(ref).id, insecure=settings["docker_registry_insecure"], netns=netns)
+        return copied, time.monotonic() - begun
+    started, held = time.monotonic(), 0
     with ThreadPoolExecutor(3) as pool:
         pushes = {pool.submit(timed, ref): ref for ref in refs}
         for index, done in enumerate(as_completed(pushes), 1):
-            print(f"[build] ({index}/{len(refs)}) pushed {pushes[done]} ({done.result():.1f} s)", flush=True)
-    print(f"[build] pushed {len(refs)} image(s) to {settings['docker_registry']} in {time.monotonic() - started:.1f} s")
+            copied, seconds = done.result()
+            held += not copied
+            print(f"[build] ({index}/{len(refs)}) " + (f"pushed {pushes[done]} ({seconds:.1f} s)" if copied else
+                                                       f"{pushes[done]}: in the registry already"), flush=True)
+    print(f"[build] pushed {len(refs) - held} image(s) to {settings['docker_registry']} ({held} there already) in "
+          f"{time.monotonic() - started:.1f} s")
 
 
 def _release(name):
@@ -245,59 +246,34 @@ def _release(name):
 
 
 def _check_images(services):
-    """Every image the deploy will use is on this host (a container held by pins.yml
-    runs its recorded image, which the deploy checks itself)."""
-    import docker.errors
-    client = _client()
-    # One listing of the engine's tags (a call per image took a tenth of a no-op deploy);
-    # a name the listing spells otherwise is asked for by itself.
-    tagged = {tag for image in client.api.images() for tag in image.get("RepoTags") or ()}
-    missing = []
-    for service in services:
-        held = {c["spec"]["name"] for c in service["containers"] if c.get("pin") is not None}
-        for spec in service_specs(service):
-            if spec["name"] in held or from_registry(spec["image"]) or spec["image"] in tagged:
-                continue    # held: runs its recorded image; from a registry: pulled by the host
-            try:
-                client.images.get(spec["image"])
-            except docker.errors.ImageNotFound:
-                missing.append(f"{service['name']}: image {spec['image']} is not on this host "
-                               f"(run `kolla-salt build`)")
+    """Every image `services` run is on this host (kolla_salt.preflight.missing_images)."""
+    from .preflight import missing_images
+    missing = missing_images(_client(), services)
     if missing:
-        raise ValidationError(sorted(set(missing)))
+        raise ValidationError(missing)
 
 
 def _check_release_paths(hosts, allow_jump):
     """Refuses, before anything changes, a release change OpenStack does not support
-    (kolla_salt.releases.upgrade_path_problem) unless --allow-release-jump. `hosts`:
-    {host ("" on this host): (the services declared there, {container: the release
-    it runs})}: what runs is known by the kolla.release label of its image (only
-    images whose content depends on the release carry one; facts of a master's
-    minions carry them too), what is declared by the service's release."""
-    from .releases import load_releases, upgrade_path_problem
-    releases, problems = load_releases(), []
-    for host, (services, running) in sorted(hosts.items()):
-        for service in services:
-            for container in service["containers"]:
-                if container.get("pin") is not None:
-                    continue    # held at a generation: it keeps what it ran
-                old = running.get(container["spec"]["name"])
-                problem = old in releases and upgrade_path_problem(releases, old, service["release"])
-                if problem:
-                    problems.append(f"{host + ': ' if host else ''}{service['name']}: runs {old}, "
-                                    f"declared {service['release']}: {problem}")
-    if problems and allow_jump:   # True (--allow-release-jump), or why the change is sound
-        for problem in sorted(set(problems)):
-            print(f"[deploy] {allow_jump if isinstance(allow_jump, str) else '--allow-release-jump'}: {problem}")
-    elif problems:
-        raise ValidationError(sorted(set(problems)) + [
-            "upgrade through the releases between, or pass --allow-release-jump if you have checked "
-            "that every service's migrations allow it"])
+    (kolla_salt.releases.upgrade_path_problem) unless --allow-release-jump, which is
+    said instead. `hosts`: {host (None: this host): (the services declared there,
+    {container: the release it runs})}: what runs is known by the kolla.release
+    label of its image (facts of a master's minions carry them too)."""
+    from .preflight import judged_jumps
+    from .releases import load_releases, release_path_problems
+    releases = load_releases()
+    problems, notes = judged_jumps([problem for host, (services, running) in hosts.items()
+                                    for problem in release_path_problems(releases, services, running, host)],
+                                   allow_jump)
+    for note in notes:
+        print(f"[deploy] {note}")
+    if problems:
+        raise ValidationError(problems)
 
 
 def _check_here(services, allow_jump):
     from .releases import running_releases
-    _check_release_paths({"": (services, running_releases(_client()))}, allow_jump)
+    _check_release_paths({None: (services, running_releases(_client()))}, allow_jump)
 
 
 def _check_through_master(pillars, facts, names, allow_jump, release=None):
@@ -308,10 +284,9 @@ def _check_through_master(pillars, facts, names, allow_jump, release=None):
                                  facts[host]["releases"]) for host, pillar in pillars.items()}, allow_jump)
 
 
-def _state_apply(args, pillar, sls, extra_pillar=None, test=False):
+def _state_apply(args, settings, sls, extra_pillar=None, test=False):
     from .settings import load_passwords
     from .saltcall import salt_call
-    settings = pillar["kolla"]["settings"]
     cli_pillar = json.dumps(extra_pillar or {})
     salt_args = ["state.apply", sls, f"pillar={cli_pillar}"] + (["test=True"] if test else [])
     # Every password of passwords.yml is hidden from what is printed, not only those
@@ -345,11 +320,10 @@ def cmd_deploy(args):
         facts = args.master.preflight()
         pillars = args.master.pillars(facts)
         names = _selected_names(pillars, args.services)
-        _check_through_master(pillars, facts, names, args.allow_release_jump)
         if not names or "mariadb" in names:
             args.master.check_galera(facts, pillars)
         return _orchestrate(args, "kolla.deploy", facts, pillars, names, predict=True)
-    return _deploy(args, _validated_pillar(args))
+    return _deploy(args)
 
 
 def cmd_rotate_keys(args):
@@ -426,11 +400,10 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=Fa
         print(f"[{command}] pins.yml: {pin}")
     # When every host's prediction is the whole answer (--test, or no host would
     # change anything) no walk is needed.
-    predicted = args.master.predict(sorted(pillars), names) if predict else {}
-    kept = {host: ret["comment"] for host, states in predicted.items() if isinstance(states, dict)
-            for tag, ret in states.items() if tag.endswith("_|-only_declared") and ret.get("result") is False}
-    if kept and not args.test:   # a container still in use is not removed, so nothing is changed
-        raise KollaError("; ".join(f"{host}: {why}" for host, why in sorted(kept.items())) + "; nothing was changed")
+    # Each host's prediction checks it first (kolla.deploy's first states) and refuses
+    # before the walk changes anything anywhere.
+    predicted = args.master.predict(sorted(pillars), names, args.allow_release_jump) if predict else {}
+    _refused(predicted)
     if predict and set(predicted) == set(pillars) and (args.test or not changing_hosts(predicted)):
         return _predicted(args, command, facts, pillars, names, predicted)
     how = "one state run on every host: a prediction has no order to keep" if args.test else WALKS[command]
@@ -484,39 +457,89 @@ def _after_walk(args, command, facts, pillars, names, ok):
     keystone_hosts = [p for _, p in sorted(pillars.items()) if any(s["name"] == "keystone" for s in p["kolla"]["services"])]
     if ok and not args.test and keystone_hosts and (not names or "keystone" in names):
         from .clouds import write_client_files
-        for path in write_client_files(args.config_dir, keystone_hosts[0]):
+        for path in write_client_files(args.config_dir, keystone_hosts[0]["kolla"]["settings"],
+                                       keystone_hosts[0]["kolla"]["passwords"]):
             print(f"[{command}] wrote {path}")
     return 0 if ok else 1
 
 
-def _deploy(args, pillar):
-    services = _select(pillar, _split(args.services))
-    _check_here(services, args.allow_release_jump)
-    _check_images(services)
-    names = [s["name"] for s in services]
-    print(f"[deploy] {'checking' if args.test else 'deploying'} {', '.join(names)} (salt-call --local state.apply kolla.deploy)",
+# The ids of kolla.deploy's first states (salt/states/kolla/deploy.sls): their
+# verdict is a deploy's refusal before anything changed, on one host or any.
+CHECKS_STATE, IN_USE_STATE = "kolla-deploy-checks", "kolla-deploy-nothing-kept-in-use"
+
+
+def _first_states(states):
+    """{id: return} of kolla.deploy's first states in a state run's return."""
+    if not isinstance(states, dict):
+        return {}
+    return {tag.split("_|-")[1]: ret for tag, ret in states.items()
+            if tag.count("_|-") == 3 and tag.split("_|-")[1] in (CHECKS_STATE, IN_USE_STATE)}
+
+
+def _refused(by_host):
+    """What kolla.deploy's first states said on each host of {host (None: this host):
+    its state run}: bad input (an unknown service, a release jump, an image not
+    there, operator files that do not validate) raises ValidationError, containers a
+    full deploy would remove though something uses them KollaError; what they noted
+    (a release jump allowed, a warning) is printed."""
+    problems, kept = [], []
+    for host, states in sorted(by_host.items(), key=lambda item: item[0] or ""):
+        first = _first_states(states)
+        checks, in_use = first.get(CHECKS_STATE), first.get(IN_USE_STATE)
+        lines = checks["comment"].splitlines() if checks else []
+        if checks and checks["result"] is False:
+            problems += [f"{_on(host)}{line}" for line in lines]
+        for line in lines if checks and checks["result"] is not False else ():
+            warning = line.removeprefix("warning: ")
+            if warning != line:
+                print(f"warning: {_on(host)}{warning}", file=sys.stderr)
+            else:
+                print(f"[deploy] {_on(host)}{line}")
+        if in_use and in_use["result"] is False:
+            kept.append(f"{_on(host)}{in_use['comment']}")
+    if problems:
+        raise ValidationError(problems)
+    if kept:
+        raise KollaError("; ".join(kept) + "; nothing was changed")
+
+
+def _host_settings(args):
+    """This host's settings with its facts (addresses), as its pillar holds them,
+    without compiling the pillar (the deploy's salt-call does)."""
+    from .hostfacts import host_facts, interface_address, local_interfaces
+    warnings = []
+    settings = _settings(args, warnings)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return {**settings, **host_facts(settings, interface_address(settings, local_interfaces()))}
+
+
+def _deploy(args):
+    """A deploy on this host: salt-call --local state.apply kolla.deploy, the pillar
+    compiled once, by Salt; the run's first states refuse it (_refused) before
+    anything changes."""
+    from .pins import load_pins
+    from .settings import load_passwords
+    settings, names = _host_settings(args), _split(args.services)
+    print(f"[deploy] {'checking' if args.test else 'deploying'} "
+          f"{', '.join(names) or 'every service declared for this host'} (salt-call --local state.apply kolla.deploy)",
           flush=True)
-    for pin in pillar["kolla"]["pins"]:
+    for pin in load_pins(args.config_dir).describe():
         print(f"[deploy] pins.yml: {pin}")
-    settings = pillar["kolla"]["settings"]
     # Without --services the run also removes containers of disabled services, but not
     # one still in use.
-    only = {"kolla_services": names} if args.services else {}
-    if not args.services and not args.test:
-        from .containers import ContainerManager, kept_in_use
-        in_use = ContainerManager.from_settings(settings, client=_client()).undeclared_in_use(
-            [s["set"] for s in pillar["kolla"]["services"]], settings["container_name_prefix"])
-        if in_use:
-            raise KollaError(kept_in_use(in_use) + "; nothing was changed")
+    extra = {**({"kolla_services": names} if names else {}),
+             **({"kolla_allow_release_jump": args.allow_release_jump} if args.allow_release_jump else {})}
     # The health loop must not restart a container that is being swapped in.
     with contextlib.nullcontext() if args.test else healthloop.ledger(settings).paused_restarts():
-        code, data = _state_apply(args, pillar, "kolla.deploy", only, test=args.test)
+        code, data = _state_apply(args, settings, "kolla.deploy", extra, test=args.test)
+    _refused({None: data})
     changed, failed, total = summarise(data)
     print(f"[deploy] {total} states: {changed} changed, {failed} failed")
     ok = code == 0 and failed == 0
-    if ok and not args.test and any(n == "keystone" for n in names):
+    if ok and not args.test and any("_|-kolla-keystone-container-" in tag for tag in data):
         from .clouds import write_client_files
-        for path in write_client_files(args.config_dir, pillar):
+        for path in write_client_files(args.config_dir, settings, load_passwords(args.config_dir)):
             print(f"[deploy] wrote {path}")
     if not args.test:
         _ensure_health_loop(args, settings, "deploy")
@@ -563,14 +586,16 @@ def cmd_upgrade(args):
             raise ValidationError([f"--set: no enabled service belongs to a set named '{args.set}'"])
     names = [s["name"] for s in services]
     everything = not (args.services or args.set)
-    def refuse_a_jump(new):
-        """On the new declaration, before it is kept: a refused jump takes it back.
-        An allowed one is reported by the deploy that follows."""
-        _check_here([s for s in new["kolla"]["services"] if s["name"] in names], allow_jump=False)
-
     if args.master:   # each host's engine is its own: what runs there came with its facts
         _check_through_master(old_pillars, facts, names, args.allow_release_jump, args.release)
-    check = None if args.allow_release_jump or args.master else refuse_a_jump
+    declared = {}
+
+    def check(new):
+        """On one host, on the new declaration before it is kept (a refused jump takes
+        it back; an allowed one the deploy that follows says): its pillar, kept."""
+        declared["pillar"] = new
+        if not args.allow_release_jump:
+            _check_here([s for s in new["kolla"]["services"] if s["name"] in names], allow_jump=False)
     with _declaring(args.config_dir, check, master=args.master) as (user_globals, pins):
         if args.release and everything:
             user_globals["openstack_release"] = args.release
@@ -589,7 +614,7 @@ def cmd_upgrade(args):
         pillars = args.master.pillars(facts)
         _backup_before_migrations_through_master(args, facts, pillars, names)
         return _orchestrate(args, "kolla.upgrade", facts, pillars, names, {"kolla_batch": args.batch})
-    pillar = _validated_pillar(args)
+    pillar = declared["pillar"]
     services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
     from .build import Builder, image_folder
@@ -601,7 +626,7 @@ def cmd_upgrade(args):
         Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
     _backup_before_migrations(args, pillar, services)
     args.services = ",".join(names)
-    return _deploy(args, pillar)
+    return _deploy(args)
 
 
 def _changing_releases(services, running):
@@ -752,8 +777,11 @@ def cmd_logs(args):
 
 def _follow_logs(args):
     """`logs --follow`: streamed from this host's engine (Salt returns once, when a
-    function ends)."""
+    function ends; polling through salt-call would cost a second of CPU a call), the
+    passwords redacted line by line as kolla_container.logs does."""
     from .containers import ContainerManager
+    from .private import redacted_lines
+    from .settings import load_passwords
     if args.master:
         raise ValidationError(["logs --follow: on the container's own host only (through a master, "
                                "`logs HOST:CONTAINER` without --follow)"])
@@ -763,8 +791,10 @@ def _follow_logs(args):
                       ContainerManager.from_settings(settings, client=_client()).get)[1]
     if container is None:
         raise KollaError(f"logs: no container named {args.container}")
-    for chunk in container.logs(stream=True, follow=True, tail=args.tail if args.tail is not None else "all"):
-        sys.stdout.write(chunk.decode(errors="replace"))
+    for line in redacted_lines(container.logs(stream=True, follow=True,
+                                              tail=args.tail if args.tail is not None else "all"),
+                               load_passwords(args.config_dir).values()):
+        sys.stdout.write(line)
         sys.stdout.flush()
     return 0
 
@@ -1300,7 +1330,7 @@ def _rollback_release(args):
                           first=_stopped_first(args, pillar["kolla"]["services"], settings, running))
     args.services, args.test = None, False
     args.allow_release_jump = f"the database went back to backup {fitting[-1]}"
-    code = _deploy(args, _validated_pillar(args))
+    code = _deploy(args)
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
           f"of backup {fitting[-1]} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}")
     return code

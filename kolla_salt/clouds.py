@@ -31,10 +31,10 @@ def public_keystone_url(settings):
     return f"https://{settings['kolla_external_fqdn']}:{settings['keystone_public_port']}/v3"
 
 
-def write_client_files(config_dir, pillar):
+def write_client_files(config_dir, settings, passwords):
     """The admin's clients use the public endpoints (over TLS with
-    kolla_enable_tls_external or _internal, trusting the private CA when there is one)."""
-    settings, passwords = pillar["kolla"]["settings"], pillar["kolla"]["passwords"]
+    kolla_enable_tls_external or _internal, trusting the private CA when there is one).
+    `settings`: a keystone host's, with its facts (kolla_salt.hostfacts)."""
     auth = {"auth_url": public_keystone_url(settings), "username": settings["keystone_admin_user"],
             "password": passwords["keystone_admin_password"], "project_name": settings["keystone_admin_project"],
             "user_domain_name": "Default", "project_domain_name": "Default"}

@@ -202,13 +202,15 @@ class Master:
             facts.update(self.returns(stale, "kolla_container.facts", timeout=ANSWER_SECONDS))
         return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
 
-    def predict(self, hosts, services=()):
+    def predict(self, hosts, services=(), allow_release_jump=False):
         """{host: its kolla.deploy state run under test=True} (of `services` only, when
-        given), asked of every host at once: what a deploy would change. It may pull
-        images (comparing needs their ids), hence the long wait. A host that gives no
-        answer is left out."""
-        only = [f"pillar={json.dumps({'kolla_services': list(services)})}"] if services else []
-        return self.returns(list(hosts), "state.sls", "kolla.deploy", "test=True", *only, timeout=PREDICT_SECONDS)
+        given; a release jump said, not refused, with `allow_release_jump`), asked of
+        every host at once: what a deploy would change. It may pull images (comparing
+        needs their ids), hence the long wait. A host that gives no answer is left out."""
+        pillar = {**({"kolla_services": list(services)} if services else {}),
+                  **({"kolla_allow_release_jump": allow_release_jump} if allow_release_jump else {})}
+        return self.returns(list(hosts), "state.sls", "kolla.deploy", "test=True",
+                            *([f"pillar={json.dumps(pillar)}"] if pillar else []), timeout=PREDICT_SECONDS)
 
     def refresh_pillars(self, pillars, facts):
         """Minions take their beacons (the health loop) and settings from pillar: a

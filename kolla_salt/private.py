@@ -30,6 +30,19 @@ def redact(text, secrets):
     return text
 
 
+def redacted_lines(chunks, secrets):
+    """The text of a stream of byte `chunks` (a followed log), line by line, each
+    redacted: a secret split between two chunks is whole in its line before it is
+    looked for."""
+    rest = b""
+    for chunk in chunks:
+        *lines, rest = (rest + chunk).split(b"\n")
+        for line in lines:
+            yield redact(line.decode(errors="replace") + "\n", secrets)
+    if rest:
+        yield redact(rest.decode(errors="replace"), secrets)
+
+
 def used_passwords(passwords, services):
     """The passwords a host's services use (their values appear in its specs or files):
     its pillar holds no other secret (a compute host gets no database root password)."""

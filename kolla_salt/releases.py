@@ -46,6 +46,24 @@ def upgrade_path_problem(releases, old, new):
             f"a .1 release to the next .1 (SLURP: 2025.1 -> 2026.1)")
 
 
+def release_path_problems(releases, services, running, host=None):
+    """Each release change of `services` (pillar entries) OpenStack does not support,
+    as a line naming `host` when given: what runs is `running` ({container: the
+    release its image was built for}), what is declared the service's release. A
+    container held at a generation (pins.yml) keeps what it ran."""
+    problems = []
+    for service in services:
+        for container in service["containers"]:
+            if container.get("pin") is not None:
+                continue
+            old = running.get(container["spec"]["name"])
+            problem = old in releases and upgrade_path_problem(releases, old, service["release"])
+            if problem:
+                problems.append(f"{host + ': ' if host else ''}{service['name']}: runs {old}, "
+                                f"declared {service['release']}: {problem}")
+    return problems
+
+
 def skew_problems(releases, declared, behind):
     """OpenStack's version rules between services (kolla-salt's `runs_behind`: nova
     supports computes one release older than its control services, never newer):

@@ -5,7 +5,13 @@ operator's folder (minion/master option kolla_config_dir, default /etc/kolla-sal
 A minion gets what its host runs (compiled by the master, or by salt-call --local).
 The master's own pillar, compiled in `salt-run` for state.orchestrate, holds only
 where each service runs (kolla:placement): no secret, no host's address.
-(__role cannot tell them apart: the master compiles every minion's pillar.)"""
+(__role cannot tell them apart: the master compiles every minion's pillar.)
+
+Operator files that do not validate give a pillar without `kolla` whose
+`kolla_problems` names each file and key (kolla.deploy's first state and every
+kolla_container function say them as they are; Salt's own render error would hide
+them in a log). Warnings (a certificate soon expiring) come as `kolla_warnings`."""
+from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar
 from kolla_salt.roles import placement
 from kolla_salt.virt import Virtualization
@@ -31,6 +37,11 @@ def run():
     if "run" in __opts__.get("__cli", ""):   # salt-run (or a wrapper of it, as salt-factories')
         return {"kolla": {"placement": placement(config_dir)}}
     found = __grains__.get("kolla_virtualization")   # a minion's own (salt/_grains), once synced
-    return build_pillar(config_dir, minion_id=__opts__["id"],
-                        interfaces=__grains__.get("ip4_interfaces") or None, peer_interfaces=peer_interfaces(),
-                        virtualization=Virtualization(**found) if found else None)
+    warnings = []
+    try:
+        pillar = build_pillar(config_dir, minion_id=__opts__["id"], warnings=warnings,
+                              interfaces=__grains__.get("ip4_interfaces") or None, peer_interfaces=peer_interfaces(),
+                              virtualization=Virtualization(**found) if found else None)
+    except ValidationError as error:
+        return {"kolla_problems": error.problems}
+    return {**pillar, **({"kolla_warnings": warnings} if warnings else {})}

@@ -31,13 +31,15 @@ assert len(set(TEST_PORTS.values())) == len(TEST_PORTS) and not set(TEST_PORTS.v
 # the whole service, and the suite's clouds share this machine's cores. nova-compute
 # waits 2 s instead of 10 for requests in progress when it stops: the suite's servers
 # are never mid-spawn then, and each of its swaps spent the whole wait. Docker checks
-# every container every 10 s (30 by default): the tests that read `docker ps`'s verdict
-# of a new container wait for its first check. The health loop counts those passes
-# and checks by itself only between them (docs/design.md, "The suite's time"). A stopped
-# process, a failing check and a restart are still seen each second; the health tests
-# set their own pace.
-SUITE_SETTINGS = {"openstack_service_workers": 1, "nova_compute_shutdown_timeout": 2, "health_check_interval": 10,
-                  "health_docker_interval": 10}
+# every container every 30 s (60 by default), and the health loop checks one itself
+# only when Docker has not passed it for as long: a check costs 40-150 ms of CPU with
+# Docker's share, and at 10 s the lab's 50 containers kept a quarter of the machine
+# busy (docs/design.md, "The suite's time"). The tests that read `docker ps`'s verdict
+# of a new container wait for its first check (docker_verdict). A stopped process, a
+# failing check and a restart are still seen each second; the health tests set their
+# own pace.
+SUITE_SETTINGS = {"openstack_service_workers": 1, "nova_compute_shutdown_timeout": 2, "health_check_interval": 30,
+                  "health_docker_interval": 30}
 # Images of another namespace than the default (kolla-salt): a checkout whose images
 # differ from another's on the same engine (a branch under work) builds and tests its own.
 IMAGE_NAMESPACE = os.environ.get("KOLLA_SALT_TEST_NAMESPACE", "")
@@ -262,8 +264,19 @@ def while_running(env, command, count):
     return out, longest
 
 
+def docker_verdict(container, seconds=SUITE_SETTINGS["health_docker_interval"] + 30):
+    """Docker's own verdict of `container` (healthy, unhealthy), once its first check
+    has run: that comes `health_docker_interval` after the container's start."""
+    deadline = time.monotonic() + seconds
+    while container.health == "starting" and time.monotonic() < deadline:
+        time.sleep(1)
+        container.reload()
+    return container.health
+
+
 # Every container and volume the tests make starts with one of these (health_helpers: kshealth).
 TEST_NAMES = ("kst", "kshealth")
+LAB_NAME, LAB_HOSTS = "kstlab", 3   # the lab of tests/integration/test_lab.py
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -271,9 +284,16 @@ def leftovers_of_an_interrupted_run_removed(request):
     """A run killed half-way (a stopped engine, a timeout) leaves its test containers
     behind; restarted with the engine, they would hold the test ports. Only one suite
     runs at a time (scripts/run-tests.sh holds a lock), so any test container now is
-    such a leftover. Unit tests need no engine: nothing is looked at without one."""
+    such a leftover. So is the suite's lab, with the images it tagged for its registry
+    on this engine (`lab down` removes them): the tests before the lab's would read
+    those tags. Unit tests need no engine: nothing is looked at without one."""
     if all("tests/unit" in str(item.path) for item in request.session.items):
         return
+    from kolla_salt.lab import DATA_ROOT, RUN_ROOT
+    if (DATA_ROOT / LAB_NAME).exists() or (RUN_ROOT / LAB_NAME).exists():
+        print(f"\nremoving the lab an interrupted test run left: {LAB_NAME}")
+        subprocess.run([KOLLA, "lab", "down", "--name", LAB_NAME, "--hosts", str(LAB_HOSTS)], capture_output=True,
+                       timeout=600)
     import docker
     try:
         client = docker.from_env(timeout=600)
@@ -339,24 +359,47 @@ def pytest_sessionfinish(session):
     tempest.stop_background_install()
 
 
-def pytest_terminal_summary(terminalreporter):
-    """The end of every run's log: what the passing tests printed (the figures they
-    measure: failed requests, longest gaps, failover and deploy times; pytest shows a
-    test's output only when it fails), then the minutes per test file, slowest
-    first, of the files that took 3 s or more: where the suite's time goes (the
-    slowest steps alone do not add up)."""
-    reports = sorted((report for reports in terminalreporter.stats.values() for report in reports
-                      if getattr(report, "when", None) in ("setup", "call", "teardown")),
-                     key=lambda report: report.start)   # in the order they ran
+_phases = {}   # nodeid: {phase: seconds}, until its teardown's report
+_reporter = {}   # "terminal": pytest's terminal reporter, once configured
+
+
+def pytest_runtest_logreport(report):
+    """Under each test, as soon as it ends: what it printed if it passed (the figures it
+    measures: failed requests, longest gaps, failover and deploy times; pytest shows a
+    test's output only when it fails) and how long each phase took. A run CI stops
+    at its time limit keeps what it had measured and where its time went."""
+    phases = _phases.setdefault(report.nodeid, {})
+    phases[report.when] = report.duration
+    if report.when == "teardown":
+        del _phases[report.nodeid]
+    writer = _reporter.get("terminal")
+    if writer is None:
+        return
     # A report carries the output of its test's earlier phases too: each phase's own.
-    printed = [(report.nodeid, text.strip()) for report in reports if report.passed
-               for name, text in report.sections if name == f"Captured stdout {report.when}" and text.strip()]
-    if printed:
-        terminalreporter.section("what the passing tests printed")
-        for nodeid, text in printed:
-            terminalreporter.write_line(f"{nodeid}:")
-            for line in text.splitlines():
-                terminalreporter.write_line(f"    {line}")
+    printed = [text.strip() for name, text in report.sections
+               if report.passed and name == f"Captured stdout {report.when}" and text.strip()]
+    for text in printed:
+        writer.ensure_newline()
+        for line in text.splitlines():
+            writer.write_line(f"    {line}")
+    if report.when == "teardown":
+        writer.ensure_newline()
+        writer.write_line(f"    took {sum(phases.values()):.0f} s (" + ", ".join(
+            f"{phase} {seconds:.0f} s" for phase, seconds in phases.items()) + ")")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    if config.option.verbose > 0:   # a line per test (run-tests.sh): these lines under it
+        _reporter["terminal"] = config.pluginmanager.get_plugin("terminalreporter")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The end of every run's log: the minutes per test file, slowest first, of the
+    files that took 3 s or more: where the suite's time goes (the slowest steps alone
+    do not add up)."""
+    reports = [report for reports in terminalreporter.stats.values() for report in reports
+               if getattr(report, "when", None) in ("setup", "call", "teardown")]
     per_file = {}
     for report in reports:
         path = report.nodeid.split("::")[0]

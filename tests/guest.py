@@ -35,10 +35,16 @@ def console_log(run, server_id):
 
 
 def wait_for(what, condition, seconds):
+    """Asks `condition` until it holds, pausing as long as it took (at least 1 s): an
+    `openstack` command costs about 2 s of CPU, and asking without a pause would take a
+    core from the boot or the upgrade it waits for."""
     deadline = time.monotonic() + seconds
-    while not condition():
+    while True:
+        began = time.monotonic()
+        if condition():
+            return
         assert time.monotonic() < deadline, f"no {what} in {seconds} s"
-        time.sleep(1)
+        time.sleep(max(1.0, time.monotonic() - began))
 
 
 def remove_guest(run, prefix):

@@ -34,8 +34,8 @@ def _kolla():
     or salt-call --local's: the operator's files, validated) when it did not."""
     from salt.exceptions import CommandExecutionError
     if "kolla" not in __pillar__:
-        raise CommandExecutionError("the kolla pillar did not compile: "
-                                    + "; ".join(__pillar__.get("_errors") or ["no `kolla` key"]))
+        raise CommandExecutionError("the kolla pillar did not compile: " + "; ".join(
+            __pillar__.get("kolla_problems") or __pillar__.get("_errors") or ["no `kolla` key"]))
     return __pillar__["kolla"]
 
 
@@ -168,6 +168,17 @@ def _undeclared(manager, declared_sets):
 def undeclared(declared_sets):
     """Names of this deployment's containers whose set is not declared for this host."""
     return [c.name for c in _undeclared(_manager(), declared_sets)]
+
+
+def deploy_checks(services=None, allow_release_jump=False):
+    """(problems, notes) of a deploy of `services` (names; all declared here when
+    empty) on this host: kolla_salt.preflight, with this host's engine and pillar,
+    the pillar's warnings (an expiring certificate) among the notes."""
+    from kolla_salt.preflight import deploy_checks as checks
+    kolla = _kolla()
+    problems, notes = checks(_client(), kolla["services"], services or [], kolla["settings"]["container_name_prefix"],
+                             allow_release_jump)
+    return problems, [f"warning: {warning}" for warning in __pillar__.get("kolla_warnings") or []] + notes
 
 
 def undeclared_in_use(declared_sets):

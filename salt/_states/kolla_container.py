@@ -1,4 +1,5 @@
-"""State module: kolla_container.running / job / only_declared.
+"""State module: kolla_container.deployable / nothing_kept_in_use / running / job /
+only_declared.
 
 Reads the current state, reports the exact changes, honours test=True by
 predicting without acting, and fails (result False, no changes) with a message
@@ -65,18 +66,48 @@ def job(name, spec):
     return ret
 
 
+def deployable(name, services=None, allow_release_jump=False):
+    """A deploy of `services` (all declared here when empty) may start on this host:
+    kolla.deploy's first state, failing the run before anything changes (and a
+    master's prediction, before its walk). Its comment: a line per problem, or what
+    the checks noted (a release jump allowed, a warning)."""
+    ret = _ret(name)
+    try:
+        if "kolla" not in __pillar__:   # the operator's files do not validate (pillar/kolla.sls)
+            problems, notes = __pillar__.get("kolla_problems") or ["the kolla pillar did not compile"], []
+        else:
+            problems, notes = __salt__["kolla_container.deploy_checks"](services, allow_release_jump)
+    except KollaError as error:
+        problems, notes = [str(error)], []
+    ret.update(result=not problems, comment="\n".join(problems or notes))
+    return ret
+
+
+def nothing_kept_in_use(name, declared_sets):
+    """No container of a set outside `declared_sets` is still in use (libvirt's
+    servers): a full deploy would remove those (only_declared), so it is refused
+    before it changes anything, naming what uses them."""
+    ret = _ret(name)
+    try:
+        in_use = __salt__["kolla_container.undeclared_in_use"](declared_sets)
+        ret.update(result=not in_use, comment=kept_in_use(in_use) if in_use else "")
+    except KollaError as error:
+        ret["comment"] = str(error)
+    return ret
+
+
 def only_declared(name, declared_sets):
     """No container of this deployment belongs to a set outside `declared_sets` (the
     services enabled for this host, by enable_<service> and roles): the others are
     removed, their named volumes kept (data is never removed implicitly)."""
+    # A master's walk runs this SLS as a step of its own, without kolla.deploy's first states.
+    refused = nothing_kept_in_use(name, declared_sets)
+    if refused["result"] is False:
+        return refused
     ret = _ret(name)
     whose = "of services disabled or not meant for this host"
     try:
         found = __salt__["kolla_container.undeclared"](declared_sets)
-        in_use = __salt__["kolla_container.undeclared_in_use"](declared_sets) if found else {}
-        if in_use:   # refused alike when predicted: a master's deploy stops before its walk
-            ret["comment"] = kept_in_use(in_use)
-            return ret
         if not found:
             ret.update(result=True, comment=f"no container {whose}")
             return ret

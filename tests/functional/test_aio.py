@@ -6,11 +6,12 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import IMAGES, EngineEvents
+from conftest import IMAGES, KOLLA, EngineEvents, docker_verdict
 
 pytestmark = pytest.mark.functional
 SERVICES = ("cron", "mariadb", "rabbitmq", "memcached", "keystone")
@@ -51,13 +52,9 @@ def test_every_container_is_healthy_in_its_set(aio, docker_client):
     for service, set_path in sets.items():
         container = docker_client.containers.get(aio.name(service))
         assert container.labels["kolla.set"] == set_path
-        # Docker's own check runs every `interval` (10 s) from the start: the deploy
-        # already saw it pass through docker exec; Docker says so at its first run.
-        deadline = time.monotonic() + 30
-        while container.health == "starting" and time.monotonic() < deadline:
-            time.sleep(1)
-            container.reload()
-        assert container.health == "healthy", (service, container.attrs["State"].get("Health"))
+        # The deploy already saw its check pass through docker exec; Docker says so at
+        # its own first run of it.
+        assert docker_verdict(container) == "healthy", (service, container.attrs["State"].get("Health"))
     status = aio.run("status").stdout
     order = ["common", "database-control", "messaging-control", "openstack-interface"]
     assert [status.index(name) for name in order] == sorted(status.index(name) for name in order)
@@ -200,7 +197,9 @@ def test_failed_upgrade_brings_the_old_keystone_back(aio, docker_client, tmp_pat
         docker_client.images.remove(image.id, force=True)
 
 
-def test_logs_from_the_cli_and_in_the_host_log_folder(aio):
+def test_logs_from_the_cli_and_in_the_host_log_folder(aio, docker_client):
+    """`logs` shows a container's output, its last lines, followed too, with the
+    passwords a service prints blanked out; the log files are in the host's folder."""
     out = aio.run("logs", "keystone", "--tail", "3").stdout
     assert 0 < len(out.splitlines()) <= 3
     assert aio.run("logs", aio.name("keystone")).stdout.count("\n") >= len(out.splitlines())
@@ -210,6 +209,24 @@ def test_logs_from_the_cli_and_in_the_host_log_folder(aio):
     memcached_log = (aio.root / "log" / "memcached" / "memcached.log").read_text()
     assert "slab class" in memcached_log and "slab class" in aio.run("logs", "memcached").stdout
     assert aio.run("logs", "nosuch", check=False).returncode != 0
+
+    # A service that prints a password (into its container's output, as a debug log would).
+    secret = aio.passwords()["keystone_admin_password"]
+    said = docker_client.containers.get(aio.name("keystone")).exec_run(
+        ["sh", "-c", f"echo kst-leak {secret} > /proc/1/fd/1"])
+    assert said.exit_code == 0, said.output
+    assert "kst-leak ********" in aio.run("logs", "keystone", "--tail", "20").stdout
+    follower = subprocess.Popen([KOLLA, "--config-dir", str(aio.config_dir), "logs", "keystone", "--follow",
+                                 "--tail", "20"], stdout=subprocess.PIPE, text=True)
+    stop = threading.Timer(60, follower.kill)   # bounded: a follow ends only when ended
+    stop.start()
+    try:
+        followed = next((line for line in follower.stdout if "kst-leak" in line), "")
+    finally:
+        stop.cancel()
+        follower.kill()
+        follower.wait()
+    assert followed.strip() == "kst-leak ********", followed
 
 
 def table_checksums(docker_client, env, tables=("keystone.project", "keystone.user", "keystone.local_user",
@@ -306,10 +323,15 @@ def test_scheduled_backups_are_taken_by_the_hosts_daemon_and_only_theirs_are_pru
     the newest one is older than that, then removes the schedule's backups beyond
     mariadb_backups_kept (an earlier scheduled one here), never the others (those of
     the restore test). Setting it back to 0 ends the schedule."""
-    import time
+    import datetime
     directory = aio.root / "state" / "mariadb-backups"
     before = sorted(p.name for p in directory.iterdir() if p.is_dir())
     assert before, "the restore test's backups"
+    for name in before:   # taken an hour earlier: the schedule is due at once, not a minute on
+        path = directory / name / "manifest.json"
+        manifest = json.loads(path.read_text())
+        taken = datetime.datetime.fromisoformat(manifest["taken"]) - datetime.timedelta(hours=1)
+        path.write_text(json.dumps({**manifest, "taken": taken.isoformat(timespec="seconds")}))
     earlier = directory / "20000101T000000Z"   # a scheduled backup of long ago
     shutil.copytree(directory / before[-1], earlier)
     manifest = json.loads((earlier / "manifest.json").read_text())

@@ -26,7 +26,7 @@ import docker
 import pytest
 import yaml
 
-from conftest import IMAGES, plug_test_host, qemu_pid, unplug_test_host, while_running, while_sampling
+from conftest import IMAGES, docker_verdict, plug_test_host, qemu_pid, unplug_test_host, while_running, while_sampling
 from guest import boot_server, remove_guest, wait_for
 from guest import console_log as guest_console_log
 from salt_master import master_and_minion
@@ -182,11 +182,7 @@ def test_containers_are_healthy_in_openstack_control_with_least_privilege(cloud,
                                     ("neutron_server", "neutron")):
         container = docker_client.containers.get(cloud.name(container_name))
         assert container.labels["kolla.set"] == f"openstack-control/{service}"
-        deadline = time.monotonic() + 30
-        while container.health == "starting" and time.monotonic() < deadline:
-            time.sleep(1)
-            container.reload()
-        assert container.health == "healthy", container.attrs["State"].get("Health")
+        assert docker_verdict(container) == "healthy", container.attrs["State"].get("Health")
         host = container.attrs["HostConfig"]
         assert host["NetworkMode"] == "host" and not host["Privileged"] and not host["CapAdd"]
         assert host["PidMode"] == "" and host["IpcMode"] in ("", "private", "shareable")
@@ -1119,9 +1115,12 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     admin in over HTTPS (on its TLS port of the external VIP, where plain HTTP on its
     port is redirected); the admin's client works with the CA and fails without it; the
     external VIP's answers carry HSTS and neither VIP serves plain HTTP. Behind haproxy
-    every API answers HTTPS only, with the backend certificate. Renewed certificates are
-    served by haproxy's next generation and the APIs' while a client asks keystone for
-    tokens over HTTPS: no request fails. Turned off, the catalog is plain HTTP again and
+    every API answers HTTPS only, with the backend certificate. The VIPs' certificates
+    made again (their files removed, `kolla-salt certificates` makes what is missing and
+    keeps the backend's) are served by haproxy's next generation while a client asks
+    keystone for tokens over HTTPS: no request fails, and no API is replaced (the
+    backend certificate is the same: a renewal of it replaces every API, as turning TLS
+    on did, minutes on a 2-core host). Turned off, the catalog is plain HTTP again and
     a deploy has nothing left to do. Databases, queues and switches call no endpoint:
     they run on as they were."""
     import ssl
@@ -1198,7 +1197,12 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
         prober.start()
         try:
             wait_for("a token over HTTPS", lambda: prober.answers, 30)
-            env.run("certificates", "--renew")
+            for endpoint in (certificates.EXTERNAL, certificates.INTERNAL):
+                (folder / endpoint.pem).unlink()
+            made = env.run("certificates").stdout
+            assert "backend-cert.pem: kept" in made and "haproxy.pem: made" in made, made
+            apis = started_at(docker_client, env)
+            apis.pop("haproxy")   # the one replaced
             out = env.run("deploy").stdout
         finally:
             prober.stop()
@@ -1206,6 +1210,9 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
               f"{prober.failed} failed, longest gap {prober.longest_gap():.2f} s)")
         assert all(ssl.get_server_certificate((a, port)) != served[a] for a in served), out
         assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, env))
+        after = started_at(docker_client, env)
+        after.pop("haproxy")
+        assert after == apis, out
     finally:
         env.write_globals(kolla_enable_tls_external=False, kolla_enable_tls_internal=False,
                           kolla_enable_tls_backend=False, kolla_copy_ca_into_containers=False)

@@ -96,7 +96,7 @@ def cloud(tmp_path_factory, docker_client, built_images):
 
 
 def keystone_tag(docker_client, env):
-    return docker_client.containers.get(env.name("keystone")).image.tags[0].split(":")[1]
+    return docker_client.containers.get(env.name("keystone")).attrs["Config"]["Image"].rsplit(":", 1)[1]
 
 
 def test_a_downgrade_is_refused_before_anything_changes(cloud, docker_client):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from kolla_salt.settings import default_image
-from conftest import IMAGES
+from conftest import IMAGE_NAMESPACE, IMAGES
 
 pytestmark = pytest.mark.functional
 
@@ -109,6 +109,17 @@ def test_bad_input_is_refused_before_anything_changes(memcached_env, docker_clie
     proc = memcached_env.run("deploy", check=False)
     assert proc.returncode == 2
     assert f"image kolla-salt-nosuch/{MEMCACHED_IMAGE.split('/')[1]} is not on this host" in proc.stderr
+    memcached_env.write_globals(docker_namespace=IMAGE_NAMESPACE or None)
+
+    # A problem only the whole pillar finds, said by Salt's compile as the CLI's own
+    # checks say theirs (pillar/kolla.sls' kolla_problems), on the deploy and on the
+    # one road of a host action.
+    stray = memcached_env.config_dir / "config" / "nosuch"
+    stray.mkdir(parents=True)
+    for command, code in (("deploy", 2), ("status", 1)):
+        proc = memcached_env.run(command, check=False)
+        assert proc.returncode == code and f"{stray}: no service is called 'nosuch'" in proc.stderr, proc.stderr
+    stray.rmdir()
 
     current = docker_client.containers.get(name)
     assert current.id == before and current.status == "running"

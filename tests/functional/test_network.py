@@ -8,7 +8,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import IMAGES, KollaEnv, plug_test_host, unplug_test_host
+from conftest import IMAGES, KollaEnv, docker_verdict, plug_test_host, unplug_test_host
 
 pytestmark = pytest.mark.functional
 BRIDGE = "kstbr-int"
@@ -36,16 +36,6 @@ def answers(source, target, expected=True, timeout=30):
             return not expected
         time.sleep(0.5)
     return expected
-
-
-def healthy(docker_client, name, timeout=30):
-    """Docker's own check has run and passed (its first run comes `interval` after the start)."""
-    deadline = time.monotonic() + timeout
-    container = docker_client.containers.get(name)
-    while container.health == "starting" and time.monotonic() < deadline:
-        time.sleep(1)
-        container.reload()
-    return container.health == "healthy"
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +85,7 @@ def test_the_bridge_has_the_hosts_datapath_and_switches_between_its_ports(switch
     assert not answers("kstovs-a", "kstovs-b", expected=False)
     for container in ("openvswitch_db", "openvswitch_vswitchd"):
         assert docker_client.containers.get(env.name(container)).labels["kolla.set"] == "network-operation/openvswitch"
-        assert healthy(docker_client, env.name(container)), container
+        assert docker_verdict(docker_client.containers.get(env.name(container))) == "healthy", container
     assert not docker_client.containers.get(env.name("openvswitch_db")).attrs["HostConfig"]["CapAdd"]
     assert " 0 changed, 0 failed" in env.run("deploy").stdout
 
@@ -159,7 +149,7 @@ def test_ovn_connects_the_test_hosts_through_a_logical_switch_with_port_security
     nb("lsp-set-port-security", "kst-kstovs-a", f"{mac} 198.18.10.99")   # not the address it uses
     assert not answers("kstovs-a", "kstovs-b", expected=False)
     for container in ("ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller"):
-        assert healthy(docker_client, env.name(container)), container
+        assert docker_verdict(docker_client.containers.get(env.name(container))) == "healthy", container
     assert " 0 changed, 0 failed" in env.run("deploy").stdout
 
 

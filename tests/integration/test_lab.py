@@ -18,7 +18,7 @@ import docker
 import pytest
 import yaml
 
-from conftest import SUITE_SETTINGS
+from conftest import LAB_HOSTS, LAB_NAME, SUITE_SETTINGS
 from guest import boot_server, console_log, remove_guest, wait_for
 from probes import freeze_service
 from kolla_salt import certificates
@@ -30,12 +30,12 @@ from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
-NAME = "kstlab"
+NAME = LAB_NAME
 
 
 def lab(*args):
-    proc = subprocess.run([KOLLA, "lab", *args, "--name", NAME, "--hosts", "3"], capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([KOLLA, "lab", *args, "--name", NAME, "--hosts", str(LAB_HOSTS)], capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -49,7 +49,7 @@ def daemon_logs(lines=40):
     """The last lines of the lab's Salt logs, which `lab down` removes: what a failed
     `lab up` leaves to read."""
     return "\n".join(f"--- {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-                     for log in Lab(NAME, 3).salt_logs() if log.exists())
+                     for log in Lab(NAME, LAB_HOSTS).salt_logs() if log.exists())
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +60,7 @@ def hosts(built_images):
             lab("up")
         except AssertionError as failed:
             raise AssertionError(f"{failed}\n{daemon_logs()}") from None
-        yield Lab(NAME, 3).describe()["hosts"]
+        yield Lab(NAME, LAB_HOSTS).describe()["hosts"]
     finally:
         lab("down")
 
@@ -68,7 +68,9 @@ def hosts(built_images):
 def test_hosts_answer_the_master_and_pull_from_the_registry(hosts):
     assert "host1\t198.18.0.11\tanswers" in lab("status") and "host2\t198.18.0.12\tanswers" in lab("status")
     image = default_image("memcached")
-    assert f"pushed 198.18.0.1:5000/{image}" in kolla("build", "--push", "memcached")
+    kolla("build", "--push", "memcached")
+    # The registry has it: pushed again, it is not read out of the engine again.
+    assert f"198.18.0.1:5000/{image}: in the registry already" in kolla("build", "--push", "memcached")
     host1 = docker.DockerClient(base_url=hosts[0]["docker_host"], timeout=120)
     pulled = host1.images.pull(f"198.18.0.1:5000/{image}")
     container = host1.containers.run(pulled.id, ["/usr/bin/memcached", "-u", "memcache", "-l", "198.18.0.11"],
@@ -106,7 +108,7 @@ def test_each_host_has_folders_of_its_own(hosts):
     """What kolla-salt writes on a host (/etc/kolla, its state, its logs) is that
     host's: its minion sees it, the other host and this machine do not."""
     import json
-    lab_ = Lab(NAME, 3)
+    lab_ = Lab(NAME, LAB_HOSTS)
     probe = "/etc/kolla/kstlab-probe"
     out = lab_.salt("salt", "host1", "file.write", probe, "host1 was here", "--out=json").stdout
     assert "Wrote" in out, out
@@ -134,7 +136,7 @@ def engine(host):
 def cloud(hosts):
     """keystone and its infrastructure on host1, memcached on all three hosts (roles
     from globals.yml), deployed through the master from images in the lab's registry."""
-    lab_ = Lab(NAME, 3)
+    lab_ = Lab(NAME, LAB_HOSTS)
     globals_file = Path(lab_.config_dir()) / "globals.yml"
     settings = yaml.safe_load(globals_file.read_text())
     assert settings == {"network_interface": "eth0", "tunnel_interface": "eth1", "neutron_external_interface": "eth2",
@@ -146,7 +148,8 @@ def cloud(hosts):
     globals_file.write_text(yaml.safe_dump(settings))
     pushed = kolla("build", "--push")   # the enabled services' images, tagged for the lab's registry
     for image in service_images(load_settings(lab_.config_dir())):
-        assert f"pushed 198.18.0.1:5000/{default_image(image)}" in pushed
+        ref = f"198.18.0.1:5000/{default_image(image)}"
+        assert f"pushed {ref}" in pushed or f"{ref}: in the registry already" in pushed, pushed
     first = kolla("deploy")
     return {"lab": lab_, "globals": globals_file, "settings": settings, "first": first}
 
@@ -156,7 +159,7 @@ def lab_openstack(host, *args, values=False, check=True):
     (its clouds.yaml: the catalog's address, and the CA where it serves HTTPS);
     `values`: bare values (-f value), as tests/guest.py's helpers ask; `check`: it
     must succeed."""
-    clouds = Path(Lab(NAME, 3).config_dir()) / "clouds.yaml"
+    clouds = Path(Lab(NAME, LAB_HOSTS).config_dir()) / "clouds.yaml"
     done = subprocess.run(["ip", "netns", "exec", host["namespace"], str(Path(sys.executable).parent / "openstack"),
                            "--os-cloud", "kolla-admin", *args, *(["-f", "value"] if values else [])],
                           env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(clouds)},
@@ -319,9 +322,10 @@ def test_an_upgrade_stops_at_the_first_failing_host_and_names_it(hosts, cloud):
     completes."""
     lab_ = cloud["lab"]
     # A new image (same service, one more label), tagged for the registry: lab down removes it.
-    docker.from_env().images.build(fileobj=io.BytesIO(f"FROM {default_image('memcached')}\nLABEL kstlab.next=1\n".encode()),
-                                   tag="198.18.0.1:5000/kolla-salt/memcached:kstlab-next", rm=True)
-    push("198.18.0.1:5000/kolla-salt/memcached:kstlab-next", insecure=True, netns=lab_.switch)
+    built, _ = docker.from_env().images.build(fileobj=io.BytesIO(
+        f"FROM {default_image('memcached')}\nLABEL kstlab.next=1\n".encode()),
+        tag="198.18.0.1:5000/kolla-salt/memcached:kstlab-next", rm=True)
+    assert push("198.18.0.1:5000/kolla-salt/memcached:kstlab-next", built.id, insecure=True, netns=lab_.switch)
     settings = dict(cloud["settings"], memcached_tag="kstlab-next")
     cloud["globals"].write_text(yaml.safe_dump(settings))
     host3_before = engine(hosts[2]).containers.get("memcached").id
@@ -421,7 +425,7 @@ PROBES = str(Path(__file__).resolve().parent.parent / "probes.py")
 def vip_trust():
     """The CA a client of the VIP trusts once the lab serves HTTPS there
     (kolla_enable_tls_internal), or None while it serves plain HTTP."""
-    folder = Lab(NAME, 3).config_dir()
+    folder = Lab(NAME, LAB_HOSTS).config_dir()
     settings = load_settings(folder)
     if settings["kolla_enable_tls_internal"]:
         return str(certificates.certificates_dir(settings, folder) / certificates.CA_CERT)
@@ -1075,8 +1079,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     and `compute undrain host2` enables host2 again. Once the servers are deleted
     host2 leaves the compute role: it leaves nova (no service, no hypervisor), neutron
     (no agent) and OVN (no chassis), its compute and network containers are removed and its
-    eth1 has its address back (host3's is the destroy test's). Added again, host2 is a
-    hypervisor once more (the time it takes is printed)."""
+    eth1 has its address back (host3's is the destroy test's)."""
     host1, compute = hosts[0], [h for h in hosts if h["name"] in ("host2", "host3")]
     settings = yaml.safe_load(cloud["globals"].read_text())
     # OVN's databases on all three hosts: RAFT clusters of three servers each.
@@ -1245,22 +1248,6 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         assert refused.returncode == 2 and "fit on no other compute host (none is enabled and up)" in refused.stderr \
             and source["id"] in refused.stderr and target["id"] in refused.stderr, refused.stderr
         assert nova_compute_status("host3") == "enabled"
-        # nova-compute upgraded host by host through the master (here a new setting of
-        # its own): drained host2 first, then host3 with both servers on it. Replacing
-        # nova-compute leaves the guests running in libvirt's container: no ping lost,
-        # and nova still manages them (host3's nova-compute is up, the server active).
-        enabled["nova_compute_shutdown_timeout"] = 1
-        cloud["globals"].write_text(yaml.safe_dump(enabled))
-        began = time.monotonic()
-        upgraded, sent, lost, during = pinged_during(lambda: kolla("upgrade", "--services", "nova_compute",
-                                                                   "--batch", "1"))
-        assert all(f"{h['name']}: changed nova_compute" in upgraded for h in compute), upgraded
-        print(f"nova-compute upgraded on host2 (drained), then host3 (both servers): "
-              f"{time.monotonic() - began:.0f} s; the floating IP lost {lost} of {sent} pings at 0.1 s")
-        assert lost == 0, during
-        assert run("compute", "service", "list", "--service", "nova-compute", "--host", "host3", "-c",
-                   "State").strip() == "up"
-        assert run("server", "show", source["id"], "-c", "status").strip() == "ACTIVE"
         undrained = kolla_in_host1("compute", "undrain", "host2")
         assert undrained.returncode == 0 and "host2: nova-compute enabled (it was disabled: 'kolla-salt compute " \
             "drain')" in undrained.stdout, undrained
@@ -1292,19 +1279,6 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     assert re.search(rf"\beth1\s+inet {re.escape(compute[0]['tunnel_address'])}/", addresses), addresses
     assert "br-tunnel" not in addresses
     assert "0 changed, 0 failed" in kolla("deploy", "--test")
-    # host2 joins the compute role again (its volumes kept): a hypervisor once more,
-    # and its chassis and agents alive in neutron.
-    cloud["globals"].write_text(yaml.safe_dump(enabled))
-    began = time.monotonic()
-    kolla("deploy")
-    deployed = time.monotonic() - began
-    wait_for("host2 a hypervisor again", lambda: "host2" in run("hypervisor", "list", "-c", "Hypervisor Hostname")
-             .split(), 120)
-    print(f"a compute host added (host2 again): deploy {deployed:.0f} s, a hypervisor "
-          f"{time.monotonic() - began:.0f} s after the deploy began")
-    wait_for("host2's OVN controller and metadata agents alive", lambda: run(
-        "network", "agent", "list", "--host", "host2", "-c", "Alive").split() == ["True", "True"], 60)
-    assert "0 changed, 0 failed" in kolla("deploy", "--test")
 
 
 def test_stop_and_destroy_through_the_master_reach_every_host_and_keep_the_data(hosts, cloud):
@@ -1315,7 +1289,7 @@ def test_stop_and_destroy_through_the_master_reach_every_host_and_keep_the_data(
     database's data), and gives host3's tunnel link its address back."""
     out = kolla("stop", "--services", "memcached")
     assert all(f"[stop] {h['name']}: memcached stopped" in out for h in hosts), out
-    time.sleep(15)   # longer than the health checks' interval: nothing starts it again
+    time.sleep(SUITE_SETTINGS["health_check_interval"] + 5)   # a check of every one was due: none starts it again
     assert all(engine(h).containers.get("memcached").status == "exited" for h in hosts)
     out = kolla("deploy")
     assert all(f"{h['name']}: changed memcached" in out for h in hosts), out

@@ -70,3 +70,27 @@ def test_an_images_user_comes_from_its_folder_and_a_uid_of_two_users_is_refused(
         discover(images)
     assert refused.value.problems == [f"{images / 'memcached' / 'image.yml'}: key 'user.uid' 42425 is the uid of "
                                       f"user keystone in {images / 'keystone' / 'image.yml'}"]
+
+
+@pytest.mark.parametrize("held, copied", [
+    ('{"config": {"digest": "sha256:aaa"}}', False),   # this very image: nothing read out of the engine
+    ('{"config": {"digest": "sha256:bbb"}}', True),    # the tag names another image there
+    ('{"manifests": []}', True),                        # a list, not this image's manifest
+    ("not json", True),
+    (None, True),                                       # no such tag in the registry
+])
+def test_a_push_copies_unless_the_registry_holds_this_very_image(monkeypatch, held, copied):
+    import subprocess
+
+    from kolla_salt import build
+    ran = []
+
+    def run(command, **kwargs):
+        ran.append(command)
+        if "inspect" in command:
+            return subprocess.CompletedProcess(command, 1 if held is None else 0, held or "", "")
+        return subprocess.CompletedProcess(command, 0, "", "")
+    monkeypatch.setattr(build.shutil, "which", lambda name: "/usr/bin/skopeo")
+    monkeypatch.setattr(build.subprocess, "run", run)
+    assert build.push("198.18.0.1:5000/kolla-salt/memcached:x", "sha256:aaa", insecure=True) is copied
+    assert any("copy" in command for command in ran) is copied

@@ -1,6 +1,6 @@
 from kolla_salt import generations
 from kolla_salt.containers import capabilities_missing_from_bounding_set
-from kolla_salt.private import redact
+from kolla_salt.private import redact, redacted_lines
 
 
 def test_generations_grow_and_last_good_skips_failed(tmp_path):
@@ -37,6 +37,12 @@ def test_missing_capabilities_come_from_the_bounding_set(tmp_path):
 
 def test_redact_hides_every_secret():
     assert redact("user admin pass s3cr3tpw", ["s3cr3tpw", ""]) == "user admin pass ********"
+
+
+def test_a_followed_log_is_redacted_even_where_a_chunk_splits_a_secret():
+    chunks = [b"first line\nconnecting with s3cr", b"3tpw to the db\n", b"last, no newline s3cr3tpw"]
+    assert list(redacted_lines(chunks, ["s3cr3tpw"])) == [
+        "first line\n", "connecting with ******** to the db\n", "last, no newline ********"]
 
 
 def test_one_generation_runs_at_a_time(tmp_path):

@@ -3,10 +3,18 @@
     is already in that order). On a master (salt-run state.orchestrate kolla.deploy):
     the same across every host (kolla/orchestrate.jinja).
     Pillar `kolla_services` (a list) limits the run to some services; a full run also
-    removes the containers of services no longer enabled here (volumes kept). -#}
+    removes the containers of services no longer enabled here (volumes kept).
+    The run's first states check that it may start (kolla_salt.preflight; with pillar
+    `kolla_allow_release_jump`, a jump OpenStack does not support is said, not
+    refused) and stop it before anything changes when not: `kolla-salt deploy` reads
+    their verdict by their ids. Operator files that do not validate are the first's
+    verdict (pillar kolla_problems). -#}
 {%- if opts.get("__role") == "master" %}
 {%- from "kolla/orchestrate.jinja" import orchestrate %}
 {{ orchestrate("kolla-deploy") }}
+{%- elif "kolla" not in pillar %}
+kolla-deploy-checks:
+  kolla_container.deployable: []
 {%- else %}
 {%- set only = pillar.get("kolla_services") or [] %}
 {%- set declared = pillar.kolla.services | map(attribute="name") | list %}
@@ -14,4 +22,19 @@
 {%- set includes = selected | map("regex_replace", "^", "kolla.") | list + ["kolla.final"]
                    + ([] if only else ["kolla.undeclared"]) %}
 include: {{ includes | json }}
+
+kolla-deploy-checks:
+  kolla_container.deployable:
+    - services: {{ only | json }}
+    - allow_release_jump: {{ pillar.get("kolla_allow_release_jump", false) | json }}
+    - order: 1
+    - failhard: true
+{%- if not only %}
+
+kolla-deploy-nothing-kept-in-use:
+  kolla_container.nothing_kept_in_use:
+    - declared_sets: {{ pillar.kolla.services | map(attribute="set") | list | json }}
+    - order: 2
+    - failhard: true
+{%- endif %}
 {%- endif %}
