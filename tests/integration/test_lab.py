@@ -261,13 +261,25 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
     cloud["globals"].write_text(yaml.safe_dump(settings))
     password = admin_password(cloud)
     probe = vip_client(hosts[1], admin_password=password, address=hosts[0]["address"])   # keystone runs on host1
-    out = kolla("upgrade", "--services", "memcached", "--batch", "1")
-    # A member keystone could not reach while it restarted is skipped for memcache_dead_retry
-    # (oslo.cache's default, 300 s, left the restarted members unused for 5 minutes).
     lab_settings = load_settings(cloud["lab"].config_dir())
-    wait_for("gets from keystone on every new memcached",
-             lambda: all(memcached_gets(h, lab_settings["memcached_port"]) > 0 for h in hosts), 30)
-    seen = json.loads(probe.communicate(input="", timeout=60)[0])
+    gets = {}
+
+    def every_member_read():
+        gets.update({h["name"]: memcached_gets(h, lab_settings["memcached_port"]) for h in hosts})
+        return all(gets.values())
+
+    try:
+        out = kolla("upgrade", "--services", "memcached", "--batch", "1")
+        # A member keystone could not reach while it restarted is skipped for memcache_dead_retry
+        # (oslo.cache's default, 300 s, left the restarted members unused for 5 minutes): a
+        # minute tells the two apart on a busy lab, where 30 s once did not suffice.
+        try:
+            wait_for("gets from keystone on every new memcached", every_member_read, 60)
+        except AssertionError as failed:
+            raise AssertionError(f"{failed}: gets per member {gets}") from None
+    finally:   # the client ends with the test, passed or not (it runs in host2's namespace)
+        said = probe.communicate(input="", timeout=60)[0]
+    seen = json.loads(said)
     assert seen["failed"] == 0 and seen["sent"] > 0, seen
     assert "state.orchestrate kolla.upgrade" in out
     swaps = []
