@@ -97,10 +97,16 @@ def back_first(services, prefix, ahead):
 def restore_stops(services, prefix, first=()):
     """The containers here a restore stops, in order: those of the services `first`
     names (a release rollback's back_first), last first, then the writers in reverse
-    deploy order. A deploy starts them again."""
+    deploy order, then the caches of what the database held (a service folder's
+    `caches_database`: memcached), which start again empty, before the writers. A
+    cache kept the replaced database's rows: keystone served the catalog of the
+    https endpoints after a rollback to a backup of http ones. A deploy starts them
+    again."""
     firsts = [container["spec"]["name"] for service in services if service["name"] in first
               for container in service["containers"]]
-    return firsts[::-1] + database_parts(services, prefix)[1][::-1]
+    caches = [container["spec"]["name"] for service in services if service.get("caches_database")
+              for container in service["containers"]]
+    return firsts[::-1] + database_parts(services, prefix)[1][::-1] + caches[::-1]
 
 
 @contextlib.contextmanager

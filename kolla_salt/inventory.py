@@ -135,7 +135,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             overrides = {p.name: p for p in sorted(override_dir.iterdir()) if p.is_file()}
         used_overrides = set()
         entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
-                 "containers": [], "jobs": [], "post_jobs": [], "final_jobs": []}
+                 "containers": [], "jobs": [], "post_jobs": [], "final_jobs": [],
+                 "caches_database": bool(definition.get("caches_database"))}
         trusting = []   # its containers that trust the CA
         for cname, container in (definition.get("containers") or {}).items():
             cwhere = f"{where}: containers.{cname}"

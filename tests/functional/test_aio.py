@@ -243,7 +243,8 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     every file 0600, with a manifest), `--incremental` what changed since; rows deleted
     afterwards come back with `mariadb-restore` of the incremental (its full backup, then
     it), which takes a backup of what it replaces first, restarts only the services
-    that write to the database, and leaves a declared state the next deploy keeps. A
+    that write to the database and memcached (a project made since, cached by keystone,
+    is gone too), and leaves a declared state the next deploy keeps. A
     corrupt backup, one of another operator folder's secrets, an incremental without
     its base and an unknown name are refused before anything stops."""
     aio.openstack("project", "create", "--domain", "default", "kst-backed-up")
@@ -273,6 +274,9 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     aio.openstack("project", "delete", "kst-backed-up", values=False)
     aio.openstack("project", "delete", "kst-backed-up-since", values=False)
     assert table_checksums(docker_client, aio) != before
+    # Made after the backups and read, so keystone's cache (memcached) holds it too.
+    made_after = aio.openstack("project", "create", "--domain", "default", "kst-made-after", "-c", "id").strip()
+    assert aio.openstack("project", "show", made_after, "-c", "name").strip() == "kst-made-after"
     running = started_at(docker_client, aio)
 
     # Refused before anything changes: a name that is no backup, a corrupt archive, other secrets.
@@ -311,9 +315,12 @@ def test_a_restored_backup_brings_back_deleted_rows_and_the_cloud_answers(aio, d
     for project in ("kst-backed-up", "kst-backed-up-since"):
         assert aio.openstack("project", "show", project, "-c", "name").strip() == project
     assert aio.openstack("token", "issue", "-c", "id").strip()
+    # Gone with the database, not served on from the cache of what it held.
+    with pytest.raises(AssertionError, match="No project with a name or ID"):
+        aio.openstack("project", "show", made_after)
     after = started_at(docker_client, aio)
-    # Only the database and what writes to it went down.
-    assert [s for s in SERVICES if after[s] != running[s]] == ["mariadb", "keystone"]
+    # Only the database, what writes to it and the cache of its rows went down.
+    assert [s for s in SERVICES if after[s] != running[s]] == ["mariadb", "memcached", "keystone"]
     assert len(aio.run("mariadb-backup", "--list").stdout.splitlines()) == 4   # the heading, both, what it replaced
     assert " 0 changed, 0 failed" in aio.run("deploy", "--test").stdout
 

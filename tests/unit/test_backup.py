@@ -122,6 +122,11 @@ def test_a_release_rollback_stops_first_what_the_upgrade_took_forward_after_ever
     assert restore_stops(services, "kst_", ["libvirt", "nova_compute"]) == [
         "kst_nova_compute", "kst_libvirt", "kst_nova", "kst_keystone"]
     assert restore_stops(services, "kst_") == ["kst_nova", "kst_keystone"]
+    # A cache of the database's rows stops after the writers (and starts before them, empty).
+    cache = {"name": "memcached", "caches_database": True, "containers": [{"spec": {"name": "kst_memcached"}}],
+             "jobs": [], "post_jobs": []}
+    assert restore_stops([services[0], cache] + services[1:], "kst_") == ["kst_nova", "kst_keystone",
+                                                                          "kst_memcached"]
 
 
 def test_a_backup_kept_through_a_master_is_whole_without_its_secrets_beside_it(tmp_path):
