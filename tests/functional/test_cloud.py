@@ -9,7 +9,6 @@ import hashlib
 import html.parser
 import http.client
 import http.cookiejar
-import io
 import json
 import os
 import socket
@@ -26,15 +25,12 @@ import docker
 import pytest
 import yaml
 
-from conftest import IMAGES, docker_verdict, plug_test_host, qemu_pid, unplug_test_host, while_running, while_sampling
+from conftest import docker_verdict, plug_test_host, qemu_pid, unplug_test_host, while_running
 from guest import boot_server, remove_guest, wait_for
 from guest import console_log as guest_console_log
-from salt_master import master_and_minion
 import tempest
 
 from kolla_salt.settings import default_settings, load_settings
-
-from kolla_salt.tree import load_tree
 from kolla_salt.spec import declared_spec
 
 pytestmark = [pytest.mark.functional, pytest.mark.cloud]
@@ -647,7 +643,8 @@ def test_a_nova_compute_whose_start_failed_is_unhealthy_and_serves_again_once_li
     wait_for("healthy check", lambda: checked()[0] == 0, 120)
 
 
-# The server's tests come last: a failed compute upgrade would leave pins that the no-op checks above would see.
+# The server's tests come last: a failed release upgrade would leave a declaration that the no-op checks above
+# would see.
 @pytest.fixture(scope="module")
 def server(cloud, docker_client, tmp_path_factory):
     """A server of the project's own guest (Debian's kernel and a busybox initramfs,
@@ -840,125 +837,6 @@ def rpc_versions_selected(env):
                for log in (env.root / "log" / "nova").glob("*.log"))
 
 
-def test_a_compute_upgrade_and_its_rollback_keep_the_server_running_and_managed_by_nova(cloud, docker_client,
-                                                                                         server, salt_factories):
-    """New nova-compute and libvirt images (the built ones plus a label: new content),
-    named by nova_compute_tag and libvirt_tag: the upgrade the Salt way, a real
-    salt-master's `state.orchestrate kolla.upgrade` of the compute-operation set's
-    services through the host's minion, replaces both containers while the server's
-    qemu keeps its PID and the server keeps answering pings; nova still manages it
-    (stop ends its qemu, start boots it again); nova's control services were told to
-    work out the compute RPC version again, so that the pin of [upgrade_levels]
-    compute = auto lifts: nova-conductor by SIGHUP (not a restart), nova-api (behind
-    haproxy) by a new generation alike, blue/green. The CLI's `rollback --set
-    compute-operation` goes back the same way (the CLI's `upgrade --set` is the same
-    swap: tests/functional/test_compute.py upgrades libvirt so) and ends once
-    nova-compute has its libvirt again: a new server boots right after it; the pins
-    and globals then agree with what runs (`deploy --test` changes nothing)."""
-    env = cloud
-    wait_until_it_answers(env, server, 60)
-    qemu = qemu_pid(server["instance"])
-    assert qemu
-    new = {"nova_libvirt": f"{IMAGES}/libvirt:kstcloud-new", "nova_compute": f"{IMAGES}/nova:kstcloud-new"}
-    old = {container: docker_client.containers.get(env.name(container)).image for container in new}
-    compute_generation = docker_client.containers.get(env.name("nova_compute")).labels["kolla.generation"]
-    for container, tag in new.items():
-        docker_client.images.build(fileobj=io.BytesIO(f"FROM {old[container].id}\nLABEL kolla.test=kstcloud\n".encode()),
-                                   tag=tag, rm=True)
-    answered = [0]
-
-    def pings():
-        answered[0] += answers_ping(server)
-        return answered[0]
-
-    # nova's services that speak to nova-compute at the version [upgrade_levels] compute
-    # = auto works out: nova_compute's spec names them (its reloads).
-    reloads = declared_spec(docker_client.containers.get(env.name("nova_compute")).labels)["reloads"]
-    control = {name: docker_client.containers.get(name) for name in reloads}   # full container names
-    started = {name: container.attrs["State"]["StartedAt"] for name, container in control.items()}
-    # Those behind haproxy are replaced (a new generation alike), the others reloaded.
-    replaced = {name for name, container in control.items() if declared_spec(container.labels).get("listen")}
-    assert replaced and replaced != set(control), control
-
-    def told_again(out=None):
-        """Each of them was told to work the version out again, the way it should (the
-        CLI's `out` names the SIGHUPs)."""
-        for name, container in control.items():
-            generation = int(container.labels["kolla.generation"])
-            container = docker_client.containers.get(name)
-            if name in replaced:
-                assert int(container.labels["kolla.generation"]) > generation, name
-            else:
-                assert out is None or f"{name}: reloaded (SIGHUP)" in out, out
-                assert container.status == "running" and container.attrs["State"]["StartedAt"] == started[name], name
-            control[name] = container
-    selected = rpc_versions_selected(env)
-    compute_operation = dict(load_tree())["compute-operation"]   # its services, in deploy order
-    try:
-        env.write_globals(libvirt_tag="kstcloud-new", nova_compute_tag="kstcloud-new")
-        with master_and_minion(salt_factories, "kstcloud", env.config_dir) as (master, _):
-            ran, longest = while_sampling(lambda: master.salt_run_cli(timeout=900).run(
-                "state.orchestrate", "kolla.upgrade", pillar={"kolla_services": compute_operation}), pings)
-        print(f"\ncompute upgrade (state.orchestrate): {answered[0]} pings answered, "
-              f"longest time without an answer {longest:.1f} s")
-        assert ran.returncode == 0, ran.stdout + ran.stderr
-        for container, tag in new.items():
-            assert docker_client.containers.get(env.name(container)).image.tags == [tag]
-        assert qemu_pid(server["instance"]) == qemu   # the same qemu process: the guest never stopped
-        assert longest < 5
-        # The old nova-compute ended by itself after its graceful shutdown, cleaned up:
-        # not killed at its stop_timeout (nova.conf's shutdown timeouts fit inside it).
-        retired = docker_client.containers.get(f"{env.name('nova_compute')}.gen{compute_generation}").attrs["State"]
-        assert retired["ExitCode"] == 0, retired
-        assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout   # nova's control set kept nova_tag
-        told_again()
-
-        env.openstack("server", "stop", server["id"], values=False)   # the new nova-compute and libvirt manage it
-        wait_for("SHUTOFF", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "SHUTOFF",
-                 60)
-        # nova says SHUTOFF once libvirt has the domain shut off; its qemu may take a moment more to end.
-        try:
-            wait_for("the stopped server's qemu ending", lambda: qemu_pid(server["instance"]) is None, 60)
-        except AssertionError as lingering:   # (once, in a full run: what was it doing?)
-            pid = qemu_pid(server["instance"])
-            status = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                      if line.startswith(("State", "PPid", "SigPnd", "ShdPnd"))] if pid else []
-            raise AssertionError(f"{lingering}: qemu {pid} {status}, waiting in "
-                                 f"{Path(f'/proc/{pid}/wchan').read_text() if pid else '-'}") from None
-        env.openstack("server", "start", server["id"], values=False)
-        wait_for("ACTIVE", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE",
-                 60)
-        wait_until_it_answers(env, server, 120, "answer to ping after start")
-        qemu = qemu_pid(server["instance"])
-        # The pin lifted: what spoke to nova-compute worked the version out again.
-        assert rpc_versions_selected(env) > selected, (selected, rpc_versions_selected(env))
-
-        answered[0] = 0
-        out, longest = while_running(env, ("rollback", "--set", "compute-operation"), pings)
-        print(f"compute rollback: {answered[0]} pings answered, longest time without an answer {longest:.1f} s")
-        for container in new:
-            assert docker_client.containers.get(env.name(container)).image.id == old[container].id
-        told_again(out)
-        assert qemu_pid(server["instance"]) == qemu
-        assert longest < 5
-        # libvirt's swap (the rollback's last) ended once nova-compute had its libvirt
-        # again: nova disables the host meanwhile. Right after the rollback a new server
-        # is scheduled to the host and boots (the scheduler outlived the reloads too).
-        assert f"{env.name('nova_compute')}: passes its check again" in out, out
-        scheduled = boot_server(env.openstack, "kst-", name="scheduled")
-        assert scheduled["status"] == "ACTIVE", scheduled
-        env.openstack("server", "delete", "--wait", scheduled["id"], values=False)
-    finally:
-        env.write_globals(libvirt_tag="", nova_compute_tag="")
-        for tag in new.values():
-            docker_client.images.remove(tag, force=True)
-    env.run("unpin", *new)   # what they run now is what globals.yml names again
-    assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
-    env.openstack("server", "delete", "--wait", server["id"], values=False)
-    assert server["instance"] not in virsh_list(docker_client, env)
-    assert qemu_pid(server["instance"]) is None
-
-
 def heard_from_compute_since(env, moment):
     """Whether nova's record of the nova-compute service says it reported after `moment`
     (an aware UTC datetime): what its scheduler asks before it offers the host."""
@@ -972,12 +850,17 @@ def heard_from_compute_since(env, moment):
 def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_request(cloud, docker_client, server,
                                                                                       built_images):
     """`upgrade --release NEXT` of the whole cloud (a real release: every OpenStack
-    service's next version from PyPI, its schema migrations) with a server running,
-    while users ask keystone, nova, neutron and glance through the VIP (a request every
-    100 ms each) and a host on the server's network pings it: no request fails, the
-    server's qemu keeps its PID. Keystone's schema is expanded before its new generation
-    serves and contracted after; an image's bytes and a resource provider made before
-    are there after. Afterwards every API runs NEXT, a new server boots and
+    service's next version from PyPI, its schema migrations) with the server fixture's
+    server running, while users ask keystone, nova, neutron and glance through the VIP
+    (a request every 100 ms each) and the test host on the server's network pings it:
+    no request fails, the server's qemu keeps its PID. Keystone's schema is expanded
+    before its new generation serves and contracted after; an image's bytes and a
+    resource provider made before are there after. nova-compute and libvirt are
+    replaced under the server: the old nova-compute ends by itself within its stop
+    timeout (not killed), and nova's control services are told to work out the compute
+    RPC version again, so that the pin of [upgrade_levels] compute = auto lifts:
+    nova-conductor by SIGHUP (not a restart), nova-api (behind haproxy) by a new
+    generation alike, blue/green. Afterwards every API runs NEXT, a new server boots and
     the old one stops and starts again, `deploy --test` predicts no change; a rollback of
     nova-compute to the release before is refused (nova recorded the newer service
     version), naming why, and changes nothing."""
@@ -985,22 +868,29 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     env = cloud
     built_images("--release", NEXT, "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance",
                  "placement", "nova", "libvirt", "openvswitch", "ovn", "neutron", "horizon")
-    running = boot_server(env.openstack, "kst-", name="release")
-    pinged = {"id": running["id"], "address": running["addresses"]["kst-servers"][0]}
-    wait_until_it_answers(env, pinged, 180)
-    qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
+    wait_until_it_answers(env, server, 60)
+    qemu = qemu_pid(server["instance"])
     # Data of glance's store and placement's database, checked after the upgrade and
     # after its rollback (the test after TLS's).
     (env.root / "kept.img").write_bytes(os.urandom(64 * 1024))
     env.openstack("image", "create", "--file", str(env.root / "kept.img"), "--disk-format", "raw",
                   "--container-format", "bare", "kst-before-release-upgrade", values=False)
     env.openstack("resource", "provider", "create", "kst-before-release-upgrade", values=False)
+    # nova's services that speak to nova-compute at the version [upgrade_levels] compute
+    # = auto works out: nova_compute's spec names them (its reloads); those behind
+    # haproxy are replaced by a new generation alike, the others reloaded.
+    compute = docker_client.containers.get(env.name("nova_compute"))
+    compute_generation = compute.labels["kolla.generation"]
+    reloads = declared_spec(compute.labels)["reloads"]   # full container names
+    replaced = {name for name in reloads if declared_spec(docker_client.containers.get(name).labels).get("listen")}
+    assert replaced and replaced != set(reloads), reloads
+    selected = rpc_versions_selected(env)
     probes = api_probes(env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"], VIP)
     probers = {name: Prober(probe, 0.1, limit=20000) for name, probe in probes.items()}
     answered = [0]
 
     def pings():
-        answered[0] += answers_ping(pinged)
+        answered[0] += answers_ping(server)
         return answered[0]
 
     for prober in probers.values():
@@ -1019,8 +909,17 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
         print(f"  {name}: {prober.calls} requests, {prober.failed} failed, longest gap {prober.longest_gap():.2f} s")
     assert {name: prober.failures for name, prober in probers.items() if prober.failed} == {}, \
         failed_in_haproxys_words(docker_client, env)
-    assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
+    assert qemu_pid(server["instance"]) == qemu
     assert longest < 5
+    # The old nova-compute ended by itself after its graceful shutdown, cleaned up: not
+    # killed at its stop_timeout (nova.conf's shutdown timeouts fit inside it).
+    retired = docker_client.containers.get(f"{env.name('nova_compute')}.gen{compute_generation}").attrs["State"]
+    assert retired["ExitCode"] == 0, retired
+    # What spoke to nova-compute was told by its swap to work the version out again.
+    for name in reloads:
+        told = f"{name}: restarting as a new generation alike" if name in replaced else f"{name}: reloaded (SIGHUP)"
+        assert told in out, (told, out)
+    assert rpc_versions_selected(env) > selected, (selected, rpc_versions_selected(env))
     for container in docker_client.containers.list(filters={"name": env.prefix}):
         release = container.image.labels.get("kolla.release")
         assert release in (None, NEXT), (container.name, release)
@@ -1052,10 +951,12 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     assert on_next["status"] == "ACTIVE", on_next
     wait_for("boot message on NEXT", lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack,
                                                                                             on_next["id"]), 180)
-    env.openstack("server", "stop", running["id"], values=False)
-    wait_for("SHUTOFF", lambda: env.openstack("server", "show", running["id"], "-c", "status").strip() == "SHUTOFF", 60)
-    env.openstack("server", "start", running["id"], values=False)
-    wait_until_it_answers(env, pinged, 180, "answer to ping after start")
+    # The new nova-compute and libvirt manage the server: stopped, its qemu ends; started, it boots again.
+    env.openstack("server", "stop", server["id"], values=False)
+    wait_for("SHUTOFF", lambda: env.openstack("server", "show", server["id"], "-c", "status").strip() == "SHUTOFF", 60)
+    wait_for("the stopped server's qemu ending", lambda: qemu_pid(server["instance"]) is None, 60)
+    env.openstack("server", "start", server["id"], values=False)
+    wait_until_it_answers(env, server, 180, "answer to ping after start")
 
     compute = docker_client.containers.get(env.name("nova_compute")).id
     proc = env.run("rollback", "nova_compute", check=False)
@@ -1063,7 +964,7 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     assert f"runs {NEXT} and generation" in proc.stderr and "cannot go back to an older release" in proc.stderr \
         and "ServiceTooOld" in proc.stderr, proc.stderr
     assert docker_client.containers.get(env.name("nova_compute")).id == compute
-    # kst-release runs on through the TLS test: the release rollback (the test after it)
+    # The server runs on through the TLS test: the release rollback (the test after it)
     # takes the cloud back under it.
     env.openstack("server", "delete", "--wait", "kst-on-next", values=False)
 
@@ -1120,9 +1021,8 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     keeps the backend's) are served by haproxy's next generation while a client asks
     keystone for tokens over HTTPS: no request fails, and no API is replaced (the
     backend certificate is the same: a renewal of it replaces every API, as turning TLS
-    on did, minutes on a 2-core host). Turned off, the catalog is plain HTTP again and
-    a deploy has nothing left to do. Databases, queues and switches call no endpoint:
-    they run on as they were."""
+    on did, minutes on a 2-core host), and a deploy has nothing left to do. Databases,
+    queues and switches call no endpoint: they run on as they were."""
     import ssl
 
     from kolla_salt import certificates
@@ -1138,113 +1038,104 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     env.write_globals(kolla_enable_tls_external=True, kolla_external_vip_address=EXTERNAL_VIP,
                       kolla_enable_tls_internal=True, kolla_enable_tls_backend=True,
                       kolla_copy_ca_into_containers=True)
-    try:
-        certificates.make(folder, {"haproxy.pem": ["198.18.21.99"]}, out=lambda m: None)   # another address's
-        proc = env.run("deploy", check=False)
-        assert proc.returncode == 2 and f"{folder / 'haproxy.pem'}: does not cover {EXTERNAL_VIP}" in proc.stderr, \
-            proc.stdout + proc.stderr
-        assert started_at(docker_client, env) == before
-        made = env.run("certificates", "--renew").stdout
-        assert f"haproxy.pem: made for {EXTERNAL_VIP}" in made and f"haproxy-internal.pem: made for {VIP}" in made
-        assert "backend-cert.pem: made for 127.0.0.1" in made       # the all-in-one's API address
-        began = time.monotonic()
-        env.run("deploy")
-        print(f"\nTLS on both VIPs and behind haproxy turned on: {time.monotonic() - began:.0f} s")
-        said = env.run("status").stdout
-        assert f"TLS certificate {folder / 'haproxy.pem'}: valid until" in said
-        assert f"TLS certificate {folder / 'haproxy-internal.pem'}: valid until" in said
-        assert f"TLS certificate {folder / 'backend-cert.pem'}: valid until" in said
-        for interface, address in (("public", EXTERNAL_VIP), ("internal", VIP), ("admin", VIP)):
-            urls = env.openstack("endpoint", "list", "--interface", interface, "-c", "URL").split()
-            assert urls and all(url.startswith(f"https://{address}:") for url in urls), (interface, urls)
-        assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
-
-        tempest_smoke_tests_pass(env, tmp_path, f"https://{EXTERNAL_VIP}:{port}", ca)
-        clouds = yaml.safe_load((env.config_dir / "clouds.yaml").read_text())
-        assert clouds["clouds"]["kolla-admin"].pop("cacert") == str(ca)
-        (env.root / "clouds-without-ca.yaml").write_text(yaml.safe_dump(clouds))
-        refused = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
-                                  "token", "issue"], capture_output=True, text=True, timeout=120,
-                                 env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.root / "clouds-without-ca.yaml")})
-        assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
-
-        trusted = ssl.create_default_context(cafile=str(ca))
-        with token_issue(port, password, EXTERNAL_VIP, tls=trusted) as answer:
-            assert answer.status == 201 and answer.headers["Strict-Transport-Security"]
-        with token_issue(port, password, VIP, tls=trusted) as answer:
-            assert answer.status == 201 and not answer.headers["Strict-Transport-Security"]
-        for address in (EXTERNAL_VIP, VIP):
-            with pytest.raises((urllib.error.URLError, ConnectionError)):
-                token_issue(port, password, address)                  # plain HTTP on a TLS port
-        keystone = docker_client.containers.get(env.name("keystone"))
-        listen = labelled_spec(keystone).listen                       # where haproxy calls it
-        behind_port, behind_address = listen_port(keystone, listen), listen["address"]
-        with token_issue(behind_port, password, behind_address, tls=trusted) as answer:
-            assert answer.status == 201
-        with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
-            token_issue(behind_port, password, behind_address)        # behind haproxy too: HTTPS only
-        tls_port = env.globals["horizon_tls_port"]
-        page, address = horizon_login(cloud, password, f"https://{EXTERNAL_VIP}", trusted, port=tls_port)
-        assert address.endswith("/project/") and "<title>Overview - OpenStack Dashboard</title>" in page, address
-        moved = http.client.HTTPConnection(EXTERNAL_VIP, env.globals["horizon_port"], timeout=10)
-        moved.request("GET", "/auth/login/")
-        answer = moved.getresponse()
-        assert (answer.status, answer.headers["Location"]) == (
-            301, f"https://{EXTERNAL_VIP}:{tls_port}/auth/login/"), answer.headers
-
-        served = {a: ssl.get_server_certificate((a, port)) for a in (EXTERNAL_VIP, VIP)}
-        prober = Prober(token_request(port, password, EXTERNAL_VIP, timeout=60, tls=trusted), 0.1, limit=3000)
-        prober.start()
-        try:
-            wait_for("a token over HTTPS", lambda: prober.answers, 30)
-            for endpoint in (certificates.EXTERNAL, certificates.INTERNAL):
-                (folder / endpoint.pem).unlink()
-            made = env.run("certificates").stdout
-            assert "backend-cert.pem: kept" in made and "haproxy.pem: made" in made, made
-            apis = started_at(docker_client, env)
-            apis.pop("haproxy")   # the one replaced
-            out = env.run("deploy").stdout
-        finally:
-            prober.stop()
-        print(f"TLS: renewed certificates served ({prober.calls} token requests over HTTPS meanwhile, "
-              f"{prober.failed} failed, longest gap {prober.longest_gap():.2f} s)")
-        assert all(ssl.get_server_certificate((a, port)) != served[a] for a in served), out
-        assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, env))
-        after = started_at(docker_client, env)
-        after.pop("haproxy")
-        assert after == apis, out
-    finally:
-        env.write_globals(kolla_enable_tls_external=False, kolla_enable_tls_internal=False,
-                          kolla_enable_tls_backend=False, kolla_copy_ca_into_containers=False)
-        began = time.monotonic()
-        env.run("deploy")
-        print(f"TLS on both VIPs and behind haproxy turned off: {time.monotonic() - began:.0f} s")
-    public = env.openstack("endpoint", "list", "-c", "URL").split()
-    assert public and all(url.startswith(f"http://{VIP}:") for url in public), public
+    certificates.make(folder, {"haproxy.pem": ["198.18.21.99"]}, out=lambda m: None)   # another address's
+    proc = env.run("deploy", check=False)
+    assert proc.returncode == 2 and f"{folder / 'haproxy.pem'}: does not cover {EXTERNAL_VIP}" in proc.stderr, \
+        proc.stdout + proc.stderr
+    assert started_at(docker_client, env) == before
+    made = env.run("certificates", "--renew").stdout
+    assert f"haproxy.pem: made for {EXTERNAL_VIP}" in made and f"haproxy-internal.pem: made for {VIP}" in made
+    assert "backend-cert.pem: made for 127.0.0.1" in made       # the all-in-one's API address
+    began = time.monotonic()
+    env.run("deploy")
+    print(f"\nTLS on both VIPs and behind haproxy turned on: {time.monotonic() - began:.0f} s")
+    said = env.run("status").stdout
+    assert f"TLS certificate {folder / 'haproxy.pem'}: valid until" in said
+    assert f"TLS certificate {folder / 'haproxy-internal.pem'}: valid until" in said
+    assert f"TLS certificate {folder / 'backend-cert.pem'}: valid until" in said
+    for interface, address in (("public", EXTERNAL_VIP), ("internal", VIP), ("admin", VIP)):
+        urls = env.openstack("endpoint", "list", "--interface", interface, "-c", "URL").split()
+        assert urls and all(url.startswith(f"https://{address}:") for url in urls), (interface, urls)
     assert {c: docker_client.containers.get(env.name(c)).id for c in untouched} == kept
+
+    tempest_smoke_tests_pass(env, tmp_path, f"https://{EXTERNAL_VIP}:{port}", ca)
+    clouds = yaml.safe_load((env.config_dir / "clouds.yaml").read_text())
+    assert clouds["clouds"]["kolla-admin"].pop("cacert") == str(ca)
+    (env.root / "clouds-without-ca.yaml").write_text(yaml.safe_dump(clouds))
+    refused = subprocess.run([str(Path(sys.executable).parent / "openstack"), "--os-cloud", "kolla-admin",
+                              "token", "issue"], capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "OS_CLIENT_CONFIG_FILE": str(env.root / "clouds-without-ca.yaml")})
+    assert refused.returncode != 0 and "CERTIFICATE_VERIFY_FAILED" in refused.stderr, refused.stderr
+
+    trusted = ssl.create_default_context(cafile=str(ca))
+    with token_issue(port, password, EXTERNAL_VIP, tls=trusted) as answer:
+        assert answer.status == 201 and answer.headers["Strict-Transport-Security"]
+    with token_issue(port, password, VIP, tls=trusted) as answer:
+        assert answer.status == 201 and not answer.headers["Strict-Transport-Security"]
+    for address in (EXTERNAL_VIP, VIP):
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            token_issue(port, password, address)                  # plain HTTP on a TLS port
+    keystone = docker_client.containers.get(env.name("keystone"))
+    listen = labelled_spec(keystone).listen                       # where haproxy calls it
+    behind_port, behind_address = listen_port(keystone, listen), listen["address"]
+    with token_issue(behind_port, password, behind_address, tls=trusted) as answer:
+        assert answer.status == 201
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        token_issue(behind_port, password, behind_address)        # behind haproxy too: HTTPS only
+    tls_port = env.globals["horizon_tls_port"]
+    page, address = horizon_login(cloud, password, f"https://{EXTERNAL_VIP}", trusted, port=tls_port)
+    assert address.endswith("/project/") and "<title>Overview - OpenStack Dashboard</title>" in page, address
+    moved = http.client.HTTPConnection(EXTERNAL_VIP, env.globals["horizon_port"], timeout=10)
+    moved.request("GET", "/auth/login/")
+    answer = moved.getresponse()
+    assert (answer.status, answer.headers["Location"]) == (
+        301, f"https://{EXTERNAL_VIP}:{tls_port}/auth/login/"), answer.headers
+
+    served = {a: ssl.get_server_certificate((a, port)) for a in (EXTERNAL_VIP, VIP)}
+    prober = Prober(token_request(port, password, EXTERNAL_VIP, timeout=60, tls=trusted), 0.1, limit=3000)
+    prober.start()
+    try:
+        wait_for("a token over HTTPS", lambda: prober.answers, 30)
+        for endpoint in (certificates.EXTERNAL, certificates.INTERNAL):
+            (folder / endpoint.pem).unlink()
+        made = env.run("certificates").stdout
+        assert "backend-cert.pem: kept" in made and "haproxy.pem: made" in made, made
+        apis = started_at(docker_client, env)
+        apis.pop("haproxy")   # the one replaced
+        out = env.run("deploy").stdout
+    finally:
+        prober.stop()
+    print(f"TLS: renewed certificates served ({prober.calls} token requests over HTTPS meanwhile, "
+          f"{prober.failed} failed, longest gap {prober.longest_gap():.2f} s)")
+    assert all(ssl.get_server_certificate((a, port)) != served[a] for a in served), out
+    assert prober.failed == 0, (prober.failures, failed_in_haproxys_words(docker_client, env))
+    after = started_at(docker_client, env)
+    after.pop("haproxy")
+    assert after == apis, out
+    # The renewal was the whole change: nothing is left to do. TLS stays on: the release
+    # rollback (the next test) turns it off with the release.
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
 
 
 def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_servers_run_on(cloud, docker_client,
                                                                                           server):
     """After the release upgrade (and TLS with tempest on NEXT): `rollback --release NEXT` is
-    refused (nothing runs a newer release); `rollback --release` to the default release
-    restores the whole-cloud upgrade's backup and puts every container back at the
-    default release. It first names the servers made since the backup (deleted here
+    refused (nothing runs a newer release); `rollback --release` to the default release,
+    with TLS turned off in globals.yml at the same time, restores the whole-cloud
+    upgrade's backup and puts every container back at the default release, every
+    endpoint plain HTTP. It first names the servers made since the backup (deleted here
     before it goes on). What was there before the upgrade is there (the image's bytes,
     the resource provider); what was written since is gone (a project made on NEXT,
-    tempest's leftovers); the
-    server the upgrade test made before its upgrade is still ACTIVE, its qemu the same
-    process, answering on its network (the test host of the `server` fixture); a new
-    server boots; the next deploy changes nothing."""
+    tempest's leftovers; memcached's cached catalog of HTTPS endpoints with it); the
+    server fixture's server, running since before the upgrade, is still ACTIVE, its qemu
+    the same process, answering on its network; a new server boots; the next deploy
+    changes nothing."""
     env = cloud
     default = default_settings()["openstack_release"]
     refused = env.run("rollback", "--release", NEXT, "--yes-i-really-mean-it", check=False)
     assert refused.returncode == 2 and f"nothing runs a release newer than {NEXT}" in refused.stderr, refused.stderr
     expected = env.run("mariadb-backup", "--list").stdout.splitlines()[-1].split()[0]   # the upgrade's
-    running = json.loads(env.openstack("server", "show", "kst-release", "-f", "json", values=False))
-    qemu = qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"])
-    pinged = {"id": running["id"], "address": running["addresses"]["kst-servers"][0]}
+    qemu = qemu_pid(server["instance"])
     env.openstack("project", "create", "--domain", "default", "kst-on-next")
     # A server made since the backup would run on unknown to nova: the rollback names
     # it before it asks (nova's restore_forgets); not confirmed, nothing is done.
@@ -1254,6 +1145,8 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     assert "servers made since the backup" in asked.stdout and f"kst-made-on-next ({made['id']})" in asked.stdout, \
         asked.stdout
     env.openstack("server", "delete", "--wait", made["id"], values=False)
+    env.write_globals(kolla_enable_tls_external=False, kolla_enable_tls_internal=False,
+                      kolla_enable_tls_backend=False, kolla_copy_ca_into_containers=False)
     began = time.monotonic()
     out = env.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
     print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
@@ -1266,14 +1159,15 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     # is a skew nova refuses) and started again at the default release after it.
     assert out.index(f"{env.name('nova_compute')}: stopping") < out.index(f"{env.name('nova_conductor')}: stopping"), \
         out
+    endpoints = env.openstack("endpoint", "list", "-c", "URL").split()
+    assert endpoints and all(url.startswith(f"http://{VIP}:") for url in endpoints), endpoints
     assert "kst-on-next" not in env.openstack("project", "list", "-c", "Name").split()
-    assert env.openstack("server", "show", running["id"], "-c", "status").strip() == "ACTIVE"
-    assert qemu_pid(running["OS-EXT-SRV-ATTR:instance_name"]) == qemu
-    wait_until_it_answers(env, pinged, 120, "the server answers after the rollback")
+    assert env.openstack("server", "show", server["id"], "-c", "status").strip() == "ACTIVE"
+    assert qemu_pid(server["instance"]) == qemu
+    wait_until_it_answers(env, server, 120, "the server answers after the rollback")
     back = boot_server(env.openstack, "kst-", name="after-rollback")
     assert back["status"] == "ACTIVE", back
     wait_for("boot message after the rollback",
              lambda: "kolla-salt guest: booted" in guest_console_log(env.openstack, back["id"]), 180)
-    for name in ("after-rollback", "release"):
-        env.openstack("server", "delete", "--wait", f"kst-{name}", values=False)
+    env.openstack("server", "delete", "--wait", back["id"], values=False)
     assert " 0 changed, 0 failed" in env.run("deploy", "--test").stdout
