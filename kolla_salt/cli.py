@@ -645,7 +645,7 @@ def _backup_before_migrations(args, pillar, services):
     changing = _changing_releases(services, running_releases(_client(),
                                                              pillar["kolla"]["settings"]["container_name_prefix"]))
     if changing:
-        _backup(args, pillar, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
+        _backup(args, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
 
 
 def _backup_before_migrations_through_master(args, facts, pillars, names):
@@ -654,7 +654,7 @@ def _backup_before_migrations_through_master(args, facts, pillars, names):
     changing = set().union(*(_changing_releases([s for s in pillar["kolla"]["services"] if s["name"] in names],
                                                 facts[host]["releases"]) for host, pillar in pillars.items()))
     if changing and args.master.members("mariadb", facts)[0]:
-        _backup(args, None, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
+        _backup(args, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
 
 
 @contextlib.contextmanager
@@ -1062,14 +1062,13 @@ def _database_here(args, pillar):
     return database_here(_client(), pillar, f"{args.config_dir}/globals.yml")
 
 
-def _backup(args, pillar, why, database=None, incremental=False):
-    """Takes a backup of the database (`database`: its _database_here, when the caller
-    has it); returns its manifest."""
-    from .backup import take_here
+def _backup(args, why, incremental=False):
+    """Takes a backup of the database, through a master (the runner kolla_galera) or on
+    this host as a master of one (kolla_backup.take_here through salt-call); returns
+    its manifest. `why` goes as JSON: Salt reads a bare argument as YAML."""
     if args.master:
         return _backup_through_master(args, why, incremental)
-    return take_here(_client(), pillar, args.config_dir, why, database, incremental,
-                     out=lambda m: print(f"[mariadb-backup] {m}", flush=True))
+    return _road(args).ask_all("kolla_backup.take_here", json.dumps(why), incremental)[None]
 
 
 def _database_members(args, facts=None):
@@ -1114,8 +1113,7 @@ def cmd_mariadb_backup(args):
                       f"{manifest['why']}")
         return 0
     # Through a master the hosts' pillars are the master's (this machine may lack their links).
-    manifest = _backup(args, None if args.master else _validated_pillar(args), "asked (kolla-salt mariadb-backup)",
-                       incremental=args.incremental)
+    manifest = _backup(args, "asked (kolla-salt mariadb-backup)", incremental=args.incremental)
     print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
     return 0
 
@@ -1183,7 +1181,7 @@ def _restore(args, pillar, database, manifest, restart_writers=True, first=()):
     manager = ContainerManager.from_settings(pillar["kolla"]["settings"], load_passwords(args.config_dir).values(),
                                              client=_client(),
                                              out=lambda m: print(f"[{args.command}] {m}", flush=True))
-    before = _backup(args, pillar, f"before restoring {manifest['name']} (kolla-salt {args.command})", database)
+    before = _backup(args, f"before restoring {manifest['name']} (kolla-salt {args.command})")
     member = database.member
     stopped = manager.stop_each(restore_stops(pillar["kolla"]["services"],
                                               pillar["kolla"]["settings"]["container_name_prefix"], first))

@@ -1,4 +1,5 @@
 """Errors a user reads. Each names where the problem is (file and key)."""
+import functools
 
 
 class KollaError(Exception):
@@ -35,3 +36,19 @@ class JobFailed(KollaError):
 class NoEarlierGeneration(KollaError):
     """A rollback of a container that has run no other healthy generation: a set's
     rollback passes over it (nothing of it changed)."""
+
+
+def said_as(error_class):
+    """A decorator for the Salt modules' functions: kolla-salt's refusals raised as
+    `error_class` (Salt's CommandExecutionError, given by the module: this library
+    imports no Salt), so that Salt says the message, not a traceback, on salt-call's
+    stderr and in a master's return."""
+    def decorator(action):
+        @functools.wraps(action)
+        def said(*args, **kwargs):
+            try:
+                return action(*args, **kwargs)
+            except KollaError as refused:
+                raise error_class(str(refused)) from None
+        return said
+    return decorator

@@ -24,7 +24,7 @@ import yaml
 from . import certificates, keys as key_repositories, virt
 from .balancer import loadbalancer_entries, seconds
 from .build import discover, install_type_problem
-from .errors import ValidationError
+from .errors import KollaError, ValidationError
 from .healthloop import beacon_config, restart_settings
 from .hostfacts import external_link_problems, host_facts, interface_address, local_interfaces, tunnel_facts
 from .merge import merge
@@ -347,6 +347,15 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
         # beacon and restart policy, the same as the all-in-one daemon's.
         pillar.update(beacons={"kolla_health": beacon_config(settings)}, kolla_health=restart_settings(settings))
     return pillar
+
+
+def compiled(pillar):
+    """The `kolla` key of a host's compiled pillar; KollaError naming what kept it from
+    compiling (pillar/kolla.sls: the operator's files' problems) when it is not there."""
+    if "kolla" not in pillar:
+        raise KollaError("the kolla pillar did not compile: " + "; ".join(
+            pillar.get("kolla_problems") or pillar.get("_errors") or ["no `kolla` key"]))
+    return pillar["kolla"]
 
 
 def held_password_problems(pins, container, passwords, minion_id, config_dir):

@@ -3,11 +3,19 @@ master's runner kolla_galera (backup, restore, scheduled) and `kolla-salt
 mariadb-backup --list` (through a master, or salt-call on one host), and the schedule of a single host's kolla-salt
 daemon (`scheduled`). A thin adapter over kolla_salt.backup: the backup directory,
 the container prefix and the passwords to redact come from the `kolla` pillar
-(`scheduled` builds its own from the operator folder: that daemon has none)."""
+(`scheduled` builds its own from the operator folder: that daemon has none), and
+`take_here`, a backup where this host is its own master (salt-call --local)."""
 import logging
+import sys
+
+from salt.exceptions import CommandExecutionError
+
+from kolla_salt.errors import said_as
 
 __virtualname__ = "kolla_backup"
 log = logging.getLogger(__name__)
+# kolla-salt's refusals as Salt's: Salt says the message, not a traceback.
+_refusal = said_as(CommandExecutionError)
 
 
 def __virtual__():
@@ -15,7 +23,8 @@ def __virtual__():
 
 
 def _kolla():
-    return __pillar__["kolla"]
+    from kolla_salt.inventory import compiled
+    return compiled(__pillar__)
 
 
 def _backups():
@@ -56,6 +65,25 @@ def take(why, releases, secrets, jobs, incremental=False):
                            redacted=_kolla()["passwords"].values(), incremental=incremental)
 
 
+@_refusal
+def take_here(why, incremental=False):
+    """A backup of this host's database where this host is its own master (salt-call
+    --local: `kolla-salt mariadb-backup` on one host, and the backups an upgrade and a
+    restore take there): the operator folder is on this host, and the secrets the
+    data needs are kept beside the backup (kolla_salt.backup.take_here). Its manifest;
+    the progress on salt-call's stderr."""
+    import docker
+
+    from kolla_salt.backup import take_here as take
+
+    def progress(message):
+        print(f"[mariadb-backup] {message}", file=sys.stderr, flush=True)
+    _kolla()
+    return take(docker.from_env(timeout=300), __pillar__, __opts__["kolla_config_dir"], why,
+                incremental=incremental, out=progress)
+
+
+@_refusal
 def list_():
     """The manifests of this host's whole backups, oldest first."""
     return _backups().list()

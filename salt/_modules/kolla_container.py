@@ -7,8 +7,10 @@ destroy_plan/destroy, and what `kolla-salt` on a master reads: facts, status, lo
 import sys
 
 import docker
+from salt.exceptions import CommandExecutionError
 
 from kolla_salt.containers import ContainerManager
+from kolla_salt.errors import said_as
 from kolla_salt.spec import ContainerSpec
 
 __virtualname__ = "kolla_container"
@@ -17,6 +19,9 @@ __virtualname__ = "kolla_container"
 def __virtual__():
     return __virtualname__
 
+
+# kolla-salt's refusals as Salt's: Salt says the message, not a traceback.
+_refusal = said_as(CommandExecutionError)
 
 # One Docker client per process: making one asks the engine its version, and a
 # state run makes a manager for each of its states (half a no-op deploy's time).
@@ -29,14 +34,12 @@ def _client():
     return _CLIENT[0]
 
 
+@_refusal
 def _kolla():
     """The `kolla` pillar; an error naming what kept it from compiling (a master's
     or salt-call --local's: the operator's files, validated) when it did not."""
-    from salt.exceptions import CommandExecutionError
-    if "kolla" not in __pillar__:
-        raise CommandExecutionError("the kolla pillar did not compile: " + "; ".join(
-            __pillar__.get("kolla_problems") or __pillar__.get("_errors") or ["no `kolla` key"]))
-    return __pillar__["kolla"]
+    from kolla_salt.inventory import compiled
+    return compiled(__pillar__)
 
 
 def _manager():
@@ -115,24 +118,6 @@ def _found(manager, name):
     container_name_prefix (kolla_salt.spec.named); (name as given, None) when neither is."""
     from kolla_salt.spec import named
     return named(name, _kolla()["settings"]["container_name_prefix"], manager.get)
-
-
-def _refusal(action):
-    """kolla-salt's refusals as Salt's (CommandExecutionError): Salt says the message,
-    not a traceback, on salt-call's stderr and in a master's return."""
-    import functools
-
-    from salt.exceptions import CommandExecutionError
-
-    from kolla_salt.errors import KollaError
-
-    @functools.wraps(action)
-    def said(*args, **kwargs):
-        try:
-            return action(*args, **kwargs)
-        except KollaError as refused:
-            raise CommandExecutionError(str(refused)) from None
-    return said
 
 
 @_refusal
