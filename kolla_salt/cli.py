@@ -1168,32 +1168,14 @@ def _say_forgotten(found):
         print(f"  {what} {why}: {', '.join(each)}")
 
 
-def _restore(args, pillar, database, manifest, restart_writers=True, first=()):
-    """Backs up what it replaces, stops the writers (reverse deploy order, drained;
-    after the services `first` names: kolla_salt.backup.restore_stops) and the member,
-    restores the datadir and the records of the jobs that fill it, starts the member
-    (and, `restart_writers`, what it stopped; always when the restore failed: they
-    come back to the data they left).
-    Returns the manifest of the backup of what it replaced."""
-    from .backup import restore_datadir, restore_stops
-    from .containers import ContainerManager
-    from .settings import load_passwords
-    manager = ContainerManager.from_settings(pillar["kolla"]["settings"], load_passwords(args.config_dir).values(),
-                                             client=_client(),
-                                             out=lambda m: print(f"[{args.command}] {m}", flush=True))
+def _restore(args, manifest, restart_writers=True, first=()):
+    """On this host: a backup of what it replaces, then kolla_backup.restore_here through
+    salt-call (the writers stopped, after the services `first` names, the datadir and
+    the job records restored, the member started again, and the writers when
+    `restart_writers`). Returns the manifest of the backup of what it replaced."""
     before = _backup(args, f"before restoring {manifest['name']} (kolla-salt {args.command})")
-    member = database.member
-    stopped = manager.stop_each(restore_stops(pillar["kolla"]["services"],
-                                              pillar["kolla"]["settings"]["container_name_prefix"], first))
-    restored = False
-    try:
-        manager.stop_each([member.name])
-        restore_datadir(_client(), member, database.backups.directory, database.backups.chain(manifest),
-                        out=lambda m: print(f"[{args.command}] {m}", flush=True))
-        manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
-        restored = True
-    finally:
-        manager.start_each([member.name] + (stopped[::-1] if restart_writers or not restored else []))
+    _road(args).ask_all("kolla_backup.restore_here", json.dumps(manifest["name"]), json.dumps(args.command),
+                        restart_writers, json.dumps(list(first)))
     return before
 
 
@@ -1290,7 +1272,7 @@ def cmd_mariadb_restore(args):
         return 1
     started = time.monotonic()
     with healthloop.ledger(settings).paused_restarts():
-        before = _restore(args, pillar, database, manifest)
+        before = _restore(args, manifest)
     print(f"[mariadb-restore] the database holds backup {args.backup} again ({time.monotonic() - started:.0f} s); "
           f"what it replaced is backup {before['name']}")
     return 0
@@ -1324,7 +1306,7 @@ def _rollback_release(args):
             user_globals["openstack_release"] = args.release
             pins.services.clear()
             pins.containers.clear()
-        before = _restore(args, pillar, database, manifest, restart_writers=False,
+        before = _restore(args, manifest, restart_writers=False,
                           first=_stopped_first(args, pillar["kolla"]["services"], settings, running))
     args.services, args.test = None, False
     args.allow_release_jump = f"the database went back to backup {fitting[-1]}"

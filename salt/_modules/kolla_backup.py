@@ -4,7 +4,7 @@ mariadb-backup --list` (through a master, or salt-call on one host), and the sch
 daemon (`scheduled`). A thin adapter over kolla_salt.backup: the backup directory,
 the container prefix and the passwords to redact come from the `kolla` pillar
 (`scheduled` builds its own from the operator folder: that daemon has none), and
-`take_here`, a backup where this host is its own master (salt-call --local)."""
+`take_here` and `restore_here`, where this host is its own master (salt-call --local)."""
 import logging
 import sys
 
@@ -33,12 +33,19 @@ def _backups():
                    where=f"{__opts__['id']}: globals.yml: mariadb_backup_directory")
 
 
-def _manager():
+def _manager(out=lambda m: None):
     import docker
 
     from kolla_salt.containers import ContainerManager
     return ContainerManager.from_settings(_kolla()["settings"], _kolla()["passwords"].values(),
-                                          client=docker.from_env(timeout=300), host=__opts__["id"])
+                                          client=docker.from_env(timeout=300), host=__opts__["id"], out=out)
+
+
+def _progress(command):
+    """Progress of a long function under salt-call --local: on its stderr, the CLI's."""
+    def said(message):
+        print(f"[{command}] {message}", file=sys.stderr, flush=True)
+    return said
 
 
 def _parts():
@@ -75,12 +82,38 @@ def take_here(why, incremental=False):
     import docker
 
     from kolla_salt.backup import take_here as take
-
-    def progress(message):
-        print(f"[mariadb-backup] {message}", file=sys.stderr, flush=True)
     _kolla()
     return take(docker.from_env(timeout=300), __pillar__, __opts__["kolla_config_dir"], why,
-                incremental=incremental, out=progress)
+                incremental=incremental, out=_progress("mariadb-backup"))
+
+
+@_refusal
+def restore_here(name, command, restart_writers=True, first=None):
+    """A restore where this host is its own master (salt-call --local: `kolla-salt
+    mariadb-restore` and `rollback --release` on one host, after their checks and the
+    backup of what it replaces): stops the writers (reverse deploy order, drained;
+    after the services `first` names: kolla_salt.backup.restore_stops) and the member,
+    puts backup `name` into its datadir with the records of the jobs that fill it, and
+    starts the member and, `restart_writers`, what it stopped (always when the restore
+    failed: they come back to the data they left). The progress on salt-call's stderr,
+    as `command`'s; returns the names of what it stopped."""
+    from kolla_salt.backup import restore_datadir, restore_stops
+    out = _progress(command)
+    manager, backups = _manager(out), _backups()
+    manifest = backups.find(name)
+    member = _member(manager)
+    stopped = manager.stop_each(restore_stops(_kolla()["services"], _kolla()["settings"]["container_name_prefix"],
+                                              first or ()))
+    restored = False
+    try:
+        manager.stop_each([member.name])
+        with backups.locked():
+            restore_datadir(manager.client, member, backups.directory, backups.chain(manifest), out=out)
+        manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
+        restored = True
+    finally:
+        manager.start_each([member.name] + (stopped[::-1] if restart_writers or not restored else []))
+    return stopped
 
 
 @_refusal

@@ -1139,7 +1139,8 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     env.write_globals(kolla_enable_tls_external=False, kolla_enable_tls_internal=False,
                       kolla_enable_tls_backend=False, kolla_copy_ca_into_containers=False)
     began = time.monotonic()
-    out = env.run("rollback", "--release", default, "--yes-i-really-mean-it").stdout
+    rolled = env.run("rollback", "--release", default, "--yes-i-really-mean-it")
+    out = rolled.stdout + rolled.stderr   # the restore's progress is on stderr (salt-call's)
     print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
           + "\n".join(out.splitlines()[-3:]))
     assert f"the cloud runs {default} with the database of backup {expected}" in out, out
