@@ -1141,7 +1141,7 @@ def test_the_whole_cloud_release_upgrade_is_taken_back_with_its_data_and_its_ser
     rolled = env.run("rollback", "--release", default, "--yes-i-really-mean-it")
     out = rolled.stdout + rolled.stderr   # the restore's progress is on stderr (salt-call's)
     print(f"\nrollback --release {default} of the whole cloud: {time.monotonic() - began:.0f} s\n"
-          + "\n".join(out.splitlines()[-3:]))
+          + "\n".join(rolled.stdout.splitlines()[-3:]))
     assert f"the cloud runs {default} with the database of backup {expected}" in out, out
     assert_data_kept(env, "kst-before-release-upgrade")
     for container in docker_client.containers.list(filters={"name": env.prefix}):
