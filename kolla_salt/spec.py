@@ -131,8 +131,8 @@ class ContainerSpec:
     # Containers on this engine whose processes start again once a new generation of
     # this one serves (an upgrade, a rollback): they hold something they worked out
     # from it once and must work out again (nova's control services: the RPC version
-    # of the oldest nova-compute, [upgrade_levels] compute = auto): each is replaced
-    # by a new generation alike, the way it swaps (ContainerManager._reload).
+    # of the oldest nova-compute, [upgrade_levels] compute = auto). SIGHUP, or behind
+    # haproxy a new generation alike, blue/green (ContainerManager._reload).
     reloads: tuple = ()
     # Containers on this engine that lose their connection to this one when it is
     # replaced and make it again on their own: a swap of this one is complete once

@@ -185,18 +185,19 @@ class Swaps:
 
     def _reload(self, names):
         """Each of `names` that runs on this engine starts its service's processes
-        again, which work out their start-time decisions anew: it is replaced by a new
-        generation alike, the way its spec swaps. Behind haproxy that is blue/green: a
-        reload in place (uwsgi's SIGHUP) leaves its API without a worker while the app
-        loads again. An RPC service stops gracefully first (it answers the messages it
-        took; those sent meanwhile wait in RabbitMQ for the new one): oslo.service's
-        SIGHUP restarts its workers with a message taken and never answered, and the
-        caller waits its whole RPC timeout (nova-compute's state report: nova did not
-        hear from the host for a minute, docs/design.md, nova)."""
+        again, which work out their start-time decisions anew. One behind haproxy is
+        replaced by a new generation alike, blue/green: a reload in place (uwsgi's
+        SIGHUP) leaves its API without a worker while the app loads again, and its
+        clients wait or fail meanwhile. Any other gets SIGHUP."""
         for name in names:
             container = self.get(name)
-            if container is not None and container.status == "running":
+            if container is None or container.status != "running":
+                continue
+            if self._listening(container):
                 self._replace_alike(name)
+            else:
+                container.kill(signal="SIGHUP")
+                self.out(f"{name}: reloaded (SIGHUP)")
 
     def _replace_alike(self, name):
         """A new generation of `name` made from the one running (its image, spec and

@@ -251,7 +251,7 @@ def test_a_new_nova_compute_reloads_the_nova_services_that_pin_its_rpc_version(t
     """nova_compute's `reloads` name containers of the nova folder: in the pillar they
     carry the deployment's prefix, as the containers they name do."""
     containers = container_specs(tmp_path, PREFIXED_COMPUTE)
-    # Not the scheduler: it sends nothing to nova-compute (docs/design.md, nova).
+    # Not the scheduler: it sends nothing to nova-compute, and SIGHUP ends its workers (docs/design.md, nova).
     assert containers["kx-nova_compute"]["reloads"] == ["kx-nova_conductor", "kx-nova_api"]
     assert set(containers["kx-nova_compute"]["reloads"]) <= set(containers)
 
