@@ -1112,7 +1112,6 @@ def cmd_mariadb_backup(args):
                       f"{manifest['seconds']} s\t{', '.join(sorted(set(manifest['releases'].values()))) or '-'}\t"
                       f"{manifest['why']}")
         return 0
-    # Through a master the hosts' pillars are the master's (this machine may lack their links).
     manifest = _backup(args, "asked (kolla-salt mariadb-backup)", incremental=args.incremental)
     print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
     return 0
