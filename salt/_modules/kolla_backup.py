@@ -82,8 +82,7 @@ def take_here(why, incremental=False):
     import docker
 
     from kolla_salt.backup import take_here as take
-    _kolla()
-    return take(docker.from_env(timeout=300), __pillar__, __opts__["kolla_config_dir"], why,
+    return take(docker.from_env(timeout=300), {"kolla": _kolla()}, __opts__["kolla_config_dir"], why,
                 incremental=incremental, out=_progress("mariadb-backup"))
 
 
@@ -96,24 +95,21 @@ def restore_here(name, command, restart_writers=True, first=None):
     puts backup `name` into its datadir with the records of the jobs that fill it, and
     starts the member and, `restart_writers`, what it stopped (always when the restore
     failed: they come back to the data they left). The progress on salt-call's stderr,
-    as `command`'s; returns the names of what it stopped."""
-    from kolla_salt.backup import restore_datadir, restore_stops
+    as `command`'s."""
     out = _progress(command)
-    manager, backups = _manager(out), _backups()
-    manifest = backups.find(name)
+    manager = _manager(out)
+    manifest = _backups().find(name)
     member = _member(manager)
-    stopped = manager.stop_each(restore_stops(_kolla()["services"], _kolla()["settings"]["container_name_prefix"],
-                                              first or ()))
+    stopped = _writers_stopped(manager, first)
     restored = False
     try:
         manager.stop_each([member.name])
-        with backups.locked():
-            restore_datadir(manager.client, member, backups.directory, backups.chain(manifest), out=out)
+        _datadir_restored(manager, manifest, out)
         manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
         restored = True
     finally:
         manager.start_each([member.name] + (stopped[::-1] if restart_writers or not restored else []))
-    return stopped
+    return True
 
 
 @_refusal
@@ -151,20 +147,30 @@ def stop_writers(first=None):
     (drained first), after those of the services `first` names (a release rollback's
     compute set: kolla_salt.backup.restore_stops); returns their names. `deploy`
     starts them again."""
-    from kolla_salt.backup import restore_stops
-    return _manager().stop_each(restore_stops(_kolla()["services"], _kolla()["settings"]["container_name_prefix"],
-                                              first or ()))
+    return _writers_stopped(_manager(), first)
 
 
 def restore(name):
     """Puts backup `name` into this host's member's datadir (the member stopped)."""
-    from kolla_salt.backup import restore_datadir
-    manager, said = _manager(), []
-    backups = _backups()
-    chain = backups.chain(backups.find(name))
-    with backups.locked():
-        restore_datadir(manager.client, _member(manager), backups.directory, chain, out=said.append)
+    said = []
+    _datadir_restored(_manager(), find(name), said.append)
     return said
+
+
+def _writers_stopped(manager, first):
+    """stop_writers' work, with `manager` (its progress where the caller says)."""
+    from kolla_salt.backup import restore_stops
+    return manager.stop_each(restore_stops(_kolla()["services"], _kolla()["settings"]["container_name_prefix"],
+                                           first or ()))
+
+
+def _datadir_restored(manager, manifest, out):
+    """restore's work: the backup of `manifest` (with those it builds on) into the
+    stopped member's datadir, under the backups' lock."""
+    from kolla_salt.backup import restore_datadir
+    backups = _backups()
+    with backups.locked():
+        restore_datadir(manager.client, _member(manager), backups.directory, backups.chain(manifest), out=out)
 
 
 def prune(kept):
