@@ -166,9 +166,10 @@ def take_here(client, pillar, config_dir, why, database=None, incremental=False,
 
 def host_releases(facts):
     """{HOST:CONTAINER: the release it runs} from every host's kolla_container.facts
-    (hosts that did not answer are left out): a backup's `releases` through a master."""
-    return {f"{host}:{name}": release for host, found in sorted(facts.items()) if isinstance(found, dict)
-            for name, release in (found.get("releases") or {}).items()}
+    (hosts that did not answer are left out), as a backup's `releases` through a
+    master; {CONTAINER: release} on one host (facts keyed None), as a backup's there."""
+    return {f"{host}:{name}" if host else name: release for host, found in sorted(facts.items(), key=str)
+            if isinstance(found, dict) for name, release in (found.get("releases") or {}).items()}
 
 
 def master_secrets(config_dir, name):

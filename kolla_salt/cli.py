@@ -768,10 +768,12 @@ def cmd_logs(args):
     if args.follow:
         return _follow_logs(args)
     host, name = _host_and_container(args) if args.master else (None, args.container)
-    text = _one_host(args, host, "kolla_container.logs", name, *([args.tail] if args.tail is not None else []))
-    if text is None:
+    found = _one_host(args, host, "kolla_container.logs", name, *([args.tail] if args.tail is not None else []))
+    if found is None:
         raise KollaError(f"logs: no container named {name}{f' on {host}' if host else ''}")
-    sys.stdout.write(text)
+    if not isinstance(found, dict):
+        raise KollaError(f"logs: {_on(host)}{_refusal_of(found)}")
+    sys.stdout.write(found["logs"])
     return 0
 
 
@@ -837,7 +839,7 @@ def cmd_rollback(args):
     last known good generation, pinned in pins.yml: kolla_container.rollback_target
     and rollback on its host, through a master (HOST:CONTAINER) or on this one."""
     if args.release:
-        return _rollback_release_through_master(args) if args.master else _rollback_release(args)
+        return _rollback_release(args)
     if args.master:
         if not args.container:
             raise ValidationError(["rollback: through a master, name one container: HOST:CONTAINER"])
@@ -850,7 +852,7 @@ def cmd_rollback(args):
     def on_host(function, name):
         found = _one_host(args, host, function, name)
         if not isinstance(found, dict):
-            raise KollaError(f"rollback: {_on(host)}{found}")
+            raise KollaError(f"rollback: {_on(host)}{_refusal_of(found)}")
         return found
     # Every target is known (or the rollback refused) before anything changes. A set's
     # container with no earlier generation did not change since: it stays as it is.
@@ -1055,13 +1057,6 @@ def cmd_mariadb_recovery(args):
     return 0 if failed == 0 else 1
 
 
-def _database_here(args, pillar):
-    """This host's kolla_salt.backup.Database (one host; through a master: the runner
-    kolla_galera's backup and restore)."""
-    from .backup import database_here
-    return database_here(_client(), pillar, f"{args.config_dir}/globals.yml")
-
-
 def _backup(args, why, incremental=False):
     """Takes a backup of the database, through a master (the runner kolla_galera) or on
     this host as a master of one (kolla_backup.take_here through salt-call); returns
@@ -1072,11 +1067,23 @@ def _backup(args, why, incremental=False):
 
 
 def _database_members(args, facts=None):
-    """(the hosts of mariadb, its placement target) through a master."""
+    """(the hosts of mariadb, its placement target): through a master its minions, on
+    one host [None] (this host) when mariadb is enabled."""
+    if not args.master:
+        if not _settings(args)["enable_mariadb"]:
+            raise ValidationError([f"{args.config_dir}/globals.yml: mariadb is not deployed on this host "
+                                   f"(enable_mariadb)"])
+        return [None], None
     members, step = args.master.members("mariadb", facts or args.master.preflight())
     if not members:
         raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on no host (enable_mariadb, roles)"])
     return members, step["target"]
+
+
+def _host_facts(args):
+    """{host: its kolla_container.facts}: through a master after its checks before a
+    change (Master.preflight), or this host's (keyed None)."""
+    return args.master.preflight() if args.master else _road(args).host_facts()
 
 
 def _backup_through_master(args, why, incremental=False):
@@ -1104,7 +1111,7 @@ def cmd_mariadb_backup(args):
         raise ValidationError(["--list, --incremental: one or the other"])
     if args.list:
         directory = backup_directory(_settings(args))
-        for host, found in _backups_listed(args, _database_members(args)[0] if args.master else [None]).items():
+        for host, found in _backups_listed(args, _database_members(args)[0]).items():
             print(f"backups in {directory}{f' on {host}' if host else ''}: {len(found)}")
             for manifest in found:
                 kind = f"incremental of {manifest['base']}" if manifest["kind"] == "incremental" else "full"
@@ -1142,72 +1149,57 @@ def _confirmed(args):
     return answer == "yes"
 
 
-def _restore_checked(args, database, name, releases, services):
-    """The manifest of backup `name` once it is whole, fits containers at `releases`
-    and the operator folder's secrets, and the operator agreed, told what of the
-    pillar `services` the restore forgets while it lives on (their restore_forgets);
-    ValidationError naming the problems, or None if not agreed."""
-    from .backup import forgotten, release_problems, secret_problems
-    manifest = database.backups.find(name)
-    problems = (release_problems(manifest, releases)
-                + secret_problems(manifest, args.config_dir, database.backups.directory / name))
+def _restore_checked(args, members, host, name, releases):
+    """The manifest of backup `name` of `host` (None: this host) once its files check
+    out there (kolla_backup.find), it fits containers at `releases` and the operator
+    folder's secrets, and the operator agreed, told what the restore forgets while it
+    lives on (kolla_backup.forgotten); ValidationError naming the problems, or None if
+    not agreed. `members`: the database's hosts."""
+    from .backup import backup_directory, master_secrets, release_problems, secret_problems
+    manifest = _one_host(args, host, "kolla_backup.find", json.dumps(name))
+    if not isinstance(manifest, dict):
+        raise ValidationError([f"{_on(host)}{_refusal_of(manifest)}"])
+    # Through a master the secrets stay beside the operator folder; on one host, beside the backup.
+    secrets = master_secrets(args.config_dir, name).parent if args.master else backup_directory(_settings(args)) / name
+    problems = release_problems(manifest, releases) + secret_problems(manifest, args.config_dir, secrets)
     if problems:
         raise ValidationError(problems)
-    print(f"This puts back the database of {database.member.name} as backup {name} holds it ({manifest['taken']}, "
-          f"{manifest['why']}): everything written since is lost, though a backup of the data it replaces is "
-          f"taken first. Stopped meanwhile: {', '.join(database.writers) or 'nothing else'}.")
-    _say_forgotten(forgotten(database.member, services, manifest))
-    return manifest if _confirmed(args) else None
-
-
-def _say_forgotten(found):
-    """What a restore forgets while it lives on (kolla_salt.backup.forgotten), before
-    the operator is asked."""
+    whose = f"every member ({', '.join(members)})" if host else "this host"
+    print(f"This puts back the database of {whose} as "
+          f"backup {name}{f' of {host}' if host else ''} holds it ({manifest['taken']}, {manifest['why']}): "
+          f"everything written since is lost, though a backup of the data it replaces is taken first. The services "
+          f"that write to it are stopped meanwhile"
+          + ("; the other members are emptied and copy the restored one." if len(members) > 1 else "."))
+    found = _one_host(args, host, "kolla_backup.forgotten", json.dumps(name))
+    if not isinstance(found, dict):
+        raise KollaError(f"{_on(host)}{_refusal_of(found)}")
     for what, (why, each) in found.items():
         print(f"  {what} {why}: {', '.join(each)}")
-
-
-def _restore(args, manifest, restart_writers=True, first=()):
-    """On this host: a backup of what it replaces, then kolla_backup.restore_here through
-    salt-call (the writers stopped, after the services `first` names, the datadir and
-    the job records restored, the member started again, and the writers when
-    `restart_writers`). Returns the manifest of the backup of what it replaced."""
-    before = _backup(args, f"before restoring {manifest['name']} (kolla-salt {args.command})")
-    _road(args).ask_all("kolla_backup.restore_here", json.dumps(manifest["name"]), json.dumps(args.command),
-                        restart_writers, json.dumps(list(first)))
-    return before
-
-
-def _restore_checked_through_master(args, members, host, name, releases):
-    """The manifest of backup `name` of `host` once its files check out there, it fits
-    containers at `releases` and the operator folder's secrets, and the operator
-    agreed, told what the restore forgets while it lives on (asked on `host`);
-    ValidationError naming the problems, or None if not agreed."""
-    from .backup import master_secrets, release_problems, secret_problems
-    manifest = args.master.returns([host], "kolla_backup.find", json.dumps(name), timeout=600).get(host)
-    if not isinstance(manifest, dict):
-        raise ValidationError([f"{host}: {str(manifest or 'no answer').strip().splitlines()[-1]}"])
-    problems = (release_problems(manifest, releases)
-                + secret_problems(manifest, args.config_dir, master_secrets(args.config_dir, name).parent))
-    if problems:
-        raise ValidationError(problems)
-    print(f"This puts back the database of every member ({', '.join(members)}) as backup {name} of {host} "
-          f"holds it ({manifest['taken']}, {manifest['why']}): everything written since is lost, though a backup of "
-          f"the data it replaces is taken first. The services that write to it are stopped meanwhile; the other "
-          f"members are emptied and copy the restored one.")
-    found = args.master.returns([host], "kolla_backup.forgotten", json.dumps(name), timeout=600).get(host)
-    if not isinstance(found, dict):
-        raise KollaError(f"{host}: {str(found or 'no answer').strip().splitlines()[-1]}")
-    _say_forgotten(found)
     return manifest if _confirmed(args) else None
 
 
-def _restore_run_through_master(args, target, host, name, first=()):
-    """A backup of what it replaces, then kolla_galera.restore: the writers stopped on
-    every host (after the services `first` names), the cluster founded again from
-    `host`'s member holding backup `name`. Returns the manifest of the backup of what
-    it replaced, or None when it failed (said)."""
-    before = _backup_through_master(args, f"before restoring {name} (kolla-salt {args.command})")
+def _refusal_of(ret):
+    """Why a host did not do what it was asked, from its return (a minion says a
+    refusal as "ERROR: why"; None: it did not answer)."""
+    return str(ret).strip().removeprefix("ERROR: ") if ret else "no answer"
+
+
+def _restored(args, host, name, first=(), writers_back=True):
+    """A backup of what it replaces, then the restore of backup `name` of `host`: the
+    writers stopped (after the services `first` names), the datadir and the job
+    records restored. On one host kolla_backup.restore_here through salt-call, which
+    starts the member and, `writers_back`, the writers again (a release rollback's
+    deploy starts them at the older release), the health loop's restarts paused
+    meanwhile; through a master the runner kolla_galera.restore, which founds the
+    cluster again from `host`, and a deploy after it starts the writers. Returns the
+    manifest of the backup of what it replaced, or None when it failed (said)."""
+    before = _backup(args, f"before restoring {name} (kolla-salt {args.command})")
+    if not args.master:
+        with healthloop.ledger(_settings(args)).paused_restarts():
+            _road(args).ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(args.command),
+                                writers_back, json.dumps(list(first)))
+        return before
+    _, target = _database_members(args)
     print(f"[{args.command}] stopping the writers and the members, restoring on {host}", flush=True)
     ok, result = args.master.run("kolla_galera.restore", target=target, host=json.dumps(host),
                                  name=json.dumps(name), first=json.dumps(list(first)), timeout=3700)
@@ -1226,92 +1218,85 @@ def _restore_run_through_master(args, target, host, name, first=()):
     return before
 
 
-def _restore_through_master(args):
-    """mariadb-restore through a master: the checks here (the backup's files on its
-    host, releases of every host, the operator folder's secrets), a backup of what it
-    replaces, kolla_galera.restore (the cluster founded again from the member holding
-    the backup), then a deploy, which starts the writers again."""
-    from .backup import host_releases
-    facts = args.master.preflight()
-    members, target = _database_members(args, facts)
-    kept = _backups_listed(args, members)
-    host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])), None)
-    if host is None:
-        raise ValidationError([f"{args.backup}: no such backup on {', '.join(members)} (backups: "
-                               + "; ".join(f"{h}: {', '.join(m['name'] for m in kept[h]) or 'none'}" for h in members)
-                               + ")"])
-    if _restore_checked_through_master(args, members, host, args.backup, host_releases(facts)) is None:
-        return 1
-    started = time.monotonic()
-    before = _restore_run_through_master(args, target, host, args.backup)
-    if before is None:
-        return 1
-    args.services, args.test = None, False
-    code = _orchestrate(args, "kolla.deploy", facts, args.master.pillars(facts), [])
-    print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
-          f"{args.backup} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']} of "
-          f"{before['host']}")
-    return code
-
-
 def cmd_mariadb_restore(args):
     """Puts the database back as backup NAME holds it: checks first, takes a backup of
     what it replaces, stops the services that write to the database, restores the
-    datadir, starts them again (docs/operations.md: "Database backups")."""
-    from .releases import running_releases
-    if args.master:
-        return _restore_through_master(args)
-    pillar = _validated_pillar(args)
-    settings = pillar["kolla"]["settings"]
-    database = _database_here(args, pillar)
-    manifest = _restore_checked(args, database, args.backup,
-                                running_releases(_client(), settings["container_name_prefix"]),
-                                pillar["kolla"]["services"])
-    if manifest is None:
+    datadir, starts them again (docs/operations.md: "Database backups"); through a
+    master the cluster is founded again from the member holding it."""
+    from .backup import host_releases
+    facts = _host_facts(args)
+    members = _database_members(args, facts)[0]
+    kept = _backups_listed(args, members)
+    # One host's kolla_backup.find says why a backup it does not list is not whole.
+    host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])),
+                members[0] if len(members) == 1 else False)
+    if host is False:
+        raise ValidationError([f"{args.backup}: no such backup on {', '.join(map(_host_name, members))} (backups: "
+                               + "; ".join(f"{_on(h)}{', '.join(m['name'] for m in kept[h]) or 'none'}"
+                                           for h in members) + ")"])
+    if _restore_checked(args, members, host, args.backup, host_releases(facts)) is None:
         return 1
     started = time.monotonic()
-    with healthloop.ledger(settings).paused_restarts():
-        before = _restore(args, manifest)
-    print(f"[mariadb-restore] the database holds backup {args.backup} again ({time.monotonic() - started:.0f} s); "
-          f"what it replaced is backup {before['name']}")
-    return 0
+    before = _restored(args, host, args.backup)
+    if before is None:
+        return 1
+    code = 0
+    if args.master:
+        args.services, args.test = None, False
+        code = _orchestrate(args, "kolla.deploy", facts, args.master.pillars(facts), [])
+    print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
+          f"{args.backup} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}"
+          + (f" of {before['host']}" if before.get("host") else ""))
+    return code
 
 
 def _rollback_release(args):
-    """rollback --release OLD on one host, after an upgrade from OLD: the database as
-    the newest backup taken under OLD holds it (the upgrade took one before its
-    migrations), then every container at OLD. Declared first (openstack_release):
-    killed half way, the same command completes it."""
-    from .backup import release_problems
-    from .releases import running_releases
+    """rollback --release OLD, after an upgrade from OLD: the database as the newest
+    backup taken under OLD holds it (the upgrade took one before its migrations), then
+    every container at OLD; through a master the Galera cluster is founded again from
+    the member holding that backup, and every host deploys. Declared first
+    (openstack_release): killed half way, the same command completes it."""
+    from .backup import host_releases, release_problems, taken_at
     _release(args.release)
-    pillar = _validated_pillar(args)
-    settings = pillar["kolla"]["settings"]
-    running = running_releases(_client(), settings["container_name_prefix"])
+    facts = _host_facts(args)
+    members = _database_members(args, facts)[0]
+    running = host_releases(facts)
     _newer_than(running, args.release)
-    back = {name: args.release for name in running}
-    database = _database_here(args, pillar)
-    fitting = [m["name"] for m in database.backups.list() if not release_problems(m, back)]
+    back = {key: args.release for key in running}
+    kept = _backups_listed(args, members)
+    fitting = sorted(((taken_at(m), h, m["name"]) for h in members for m in kept[h] if not release_problems(m, back)),
+                     key=lambda found: found[0])
     if not fitting:
-        raise ValidationError([f"--release {args.release}: no backup in {database.backups.directory} was taken under "
-                               f"{args.release} (an upgrade takes one before its migrations): the database cannot "
-                               f"go back with the containers, so nothing was changed"])
-    manifest = _restore_checked(args, database, fitting[-1], back, pillar["kolla"]["services"])
-    if manifest is None:
+        raise ValidationError([f"--release {args.release}: no backup on {', '.join(map(_host_name, members))} was "
+                               f"taken under {args.release} (an upgrade takes one before its migrations): the "
+                               f"database cannot go back with the containers, so nothing was changed"])
+    _, host, name = fitting[-1]
+    if _restore_checked(args, members, host, name, back) is None:
         return 1
     started = time.monotonic()
-    with healthloop.ledger(settings).paused_restarts():
-        with _declaring(args.config_dir, lambda new: _check_images(new["kolla"]["services"])) as (user_globals, pins):
-            user_globals["openstack_release"] = args.release
-            pins.services.clear()
-            pins.containers.clear()
-        before = _restore(args, manifest, restart_writers=False,
-                          first=_stopped_first(args, pillar["kolla"]["services"], settings, running))
+    # On one host the images of the release gone back to must be here (a master's hosts pull theirs).
+    with _declaring(args.config_dir, None if args.master else lambda new: _check_images(new["kolla"]["services"]),
+                    master=args.master) as (user_globals, pins):
+        user_globals["openstack_release"] = args.release
+        pins.services.clear()
+        pins.containers.clear()
+    pillars = args.master.pillars(facts) if args.master else {None: _validated_pillar(args)}
+    every = _all_hosts(pillars)["kolla"]
+    first = _stopped_first(args, every["services"], every["settings"],
+                           {key.split(":", 1)[-1]: release for key, release in running.items()})
+    before = _restored(args, host, name, first, writers_back=False)
+    if before is None:
+        return 1
     args.services, args.test = None, False
-    args.allow_release_jump = f"the database went back to backup {fitting[-1]}"
-    code = _deploy(args)
+    args.allow_release_jump = f"the database went back to backup {name}"
+    if args.master:
+        _check_through_master(pillars, facts, [], args.allow_release_jump)
+        code = _orchestrate(args, "kolla.deploy", facts, pillars, [])
+    else:
+        code = _deploy(args)
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
-          f"of backup {fitting[-1]} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}")
+          f"of backup {name}{f' of {host}' if host else ''} ({time.monotonic() - started:.0f} s); what it replaced "
+          f"is backup {before['name']}" + (f" of {before['host']}" if before.get("host") else ""))
     return code
 
 
@@ -1339,47 +1324,6 @@ def _newer_than(running, release):
     if not newer:
         raise ValidationError([f"--release: nothing runs a release newer than {release}: `rollback --release` goes "
                                f"back after an upgrade (`upgrade --release` goes forward)"])
-
-
-def _rollback_release_through_master(args):
-    """rollback --release OLD through a master: as on one host, with the Galera restore
-    (kolla_galera.restore) and a deploy of every host."""
-    from .backup import host_releases, release_problems, taken_at
-    _release(args.release)
-    facts = args.master.preflight()
-    members, target = _database_members(args, facts)
-    running = host_releases(facts)
-    _newer_than(running, args.release)
-    back = {key: args.release for key in running}
-    kept = _backups_listed(args, members)
-    fitting = sorted((taken_at(m), h, m["name"]) for h in members for m in kept[h] if not release_problems(m, back))
-    if not fitting:
-        raise ValidationError([f"--release {args.release}: no backup on {', '.join(members)} was taken under "
-                               f"{args.release} (an upgrade takes one before its migrations): the database cannot "
-                               f"go back with the containers, so nothing was changed"])
-    _, host, name = fitting[-1]
-    if _restore_checked_through_master(args, members, host, name, back) is None:
-        return 1
-    started = time.monotonic()
-    with _declaring(args.config_dir, master=args.master) as (user_globals, pins):
-        user_globals["openstack_release"] = args.release
-        pins.services.clear()
-        pins.containers.clear()
-    back = args.master.pillars(facts)
-    every = _all_hosts(back)["kolla"]
-    before = _restore_run_through_master(args, target, host, name, _stopped_first(
-        args, every["services"], every["settings"], {key.split(":", 1)[1]: release
-                                                      for key, release in running.items()}))
-    if before is None:
-        return 1
-    args.services, args.test = None, False
-    args.allow_release_jump = f"the database went back to backup {name}"
-    _check_through_master(back, facts, [], args.allow_release_jump)
-    code = _orchestrate(args, "kolla.deploy", facts, back, [])
-    print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
-          f"of backup {name} of {host} ({time.monotonic() - started:.0f} s); what it replaced is backup "
-          f"{before['name']} of {before['host']}")
-    return code
 
 
 def cmd_init_runonce(args):

@@ -46,14 +46,18 @@ def minion_config(config_dir, state_dir, minion_id=None):
     return root
 
 
-def salt_call(config_dir, state_dir, args, secrets=()):
+def salt_call(config_dir, state_dir, args, secrets=(), said=None):
     """Runs salt-call --local; returns (exit code, parsed JSON return).
 
-    Progress lines the modules print go straight to the terminal (stderr)."""
+    Progress lines the modules print go straight to the terminal (stderr), or, given
+    a list `said`, into it (its lines, redacted)."""
     conf = minion_config(config_dir, state_dir)
     exe = Path(sys.executable).parent / "salt-call"
     cmd = [str(exe), "--local", "-c", str(conf), "--out=json", "--retcode-passthrough", "-l", "quiet", *args]
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if said is None else subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if said is not None:
+        said.extend(redact(proc.stderr, secrets).splitlines())
     out = redact(proc.stdout, secrets)
     try:
         data = json.loads(out).get("local") if out.strip() else None
@@ -67,7 +71,8 @@ class Here:
     minions (kolla_container's), called here with salt-call --local, the pillar
     compiled by Salt as on a minion. So a host action (`stop`, `destroy`, `status`,
     `logs`) has one road whether it goes to one host or through a master to all:
-    `ask_all` and `returns` answer as Master's do, keyed None (no host to name)."""
+    `ask_all`, `returns` and `host_facts` answer as Master's do, keyed None (no host
+    to name)."""
 
     def __init__(self, config_dir, state_dir, secrets=()):
         self.config_dir, self.state_dir, self.secrets = config_dir, state_dir, list(secrets)
@@ -80,4 +85,15 @@ class Here:
         return {None: data}
 
     def returns(self, target, function, *args, timeout=None):
-        return self.ask_all(function, *args)
+        """{None: FUNCTION's return}, or what it refused as a minion says it to a
+        master ("ERROR: why"): the caller reads both roads' answers alike."""
+        said = []
+        code, data = salt_call(self.config_dir, self.state_dir, [function, *map(str, args)], self.secrets, said)
+        if code:
+            why = "\n".join(said).strip().removeprefix(f"Error running '{function}': ")
+            return {None: f"ERROR: {why or f'salt-call {function} exited with {code}'}"}
+        return {None: data}
+
+    def host_facts(self):
+        """{None: this host's kolla_container.facts} (the modules are the checkout's)."""
+        return self.ask_all("kolla_container.facts")

@@ -10,7 +10,7 @@ import sys
 
 from salt.exceptions import CommandExecutionError
 
-from kolla_salt.errors import said_as
+from kolla_salt.errors import KollaError, said_as
 
 __virtualname__ = "kolla_backup"
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def _member(manager):
     name = _parts()[0]
     container = manager.get(name) if name else None
     if container is None:
-        raise ValueError(f"{__opts__['id']}: no mariadb member here" + (f" ({name} does not exist)" if name else ""))
+        raise KollaError(f"{__opts__['id']}: no mariadb member here" + (f" ({name} does not exist)" if name else ""))
     return container
 
 
@@ -118,11 +118,13 @@ def list_():
     return _backups().list()
 
 
+@_refusal
 def find(name):
     """The manifest of backup `name` once its files check out; raises naming what is wrong."""
     return _backups().find(name)
 
 
+@_refusal
 def forgotten(name):
     """What a restore of backup `name` into this host's member would forget while it
     lives on outside the database: {what: [why, [each one]]} (kolla_salt.backup.forgotten)."""

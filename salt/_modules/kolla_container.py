@@ -227,15 +227,16 @@ def status():
 
 @_refusal
 def logs(name, tail=None):
-    """A container's stdout/stderr (the last `tail` lines), passwords redacted; None
-    when no container has that name (with or without container_name_prefix)."""
+    """{"logs": a container's stdout/stderr (the last `tail` lines), passwords
+    redacted}; None when no container has that name (with or without
+    container_name_prefix). A dict, so that no container's text reads as a refusal."""
     from kolla_salt.private import redact
     manager = _manager()
     container = _found(manager, name)[1]
     if container is None:
         return None
     text = container.logs(tail=int(tail) if tail is not None else "all").decode(errors="replace")
-    return redact(text, manager.secrets)
+    return {"logs": redact(text, manager.secrets)}
 
 
 @_refusal
