@@ -1132,7 +1132,7 @@ def _backups_listed(args, members):
     if silent:
         raise KollaError("mariadb-backup: " + ", ".join(map(_host_name, silent))
                          + " did not list their backups ("
-                         + "; ".join(str(found.get(h) or "no answer").strip().splitlines()[-1] for h in silent) + ")")
+                         + "; ".join(_refusal_of(found.get(h)).splitlines()[-1] for h in silent) + ")")
     return {h: found[h] for h in members}
 
 
@@ -1184,14 +1184,15 @@ def _refusal_of(ret):
     return str(ret).strip().removeprefix("ERROR: ") if ret else "no answer"
 
 
-def _restored(args, host, name, first=(), writers_back=True):
+def _restored(args, target, host, name, first=(), writers_back=True):
     """A backup of what it replaces, then the restore of backup `name` of `host`: the
     writers stopped (after the services `first` names), the datadir and the job
     records restored. On one host kolla_backup.restore_here through salt-call, which
     starts the member and, `writers_back`, the writers again (a release rollback's
     deploy starts them at the older release), the health loop's restarts paused
     meanwhile; through a master the runner kolla_galera.restore, which founds the
-    cluster again from `host`, and a deploy after it starts the writers. Returns the
+    cluster again from `host` (`target`: the members' placement, _database_members),
+    and a deploy after it starts the writers. Returns the
     manifest of the backup of what it replaced, or None when it failed (said)."""
     before = _backup(args, f"before restoring {name} (kolla-salt {args.command})")
     if not args.master:
@@ -1199,7 +1200,6 @@ def _restored(args, host, name, first=(), writers_back=True):
             _road(args).ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(args.command),
                                 writers_back, json.dumps(list(first)))
         return before
-    _, target = _database_members(args)
     print(f"[{args.command}] stopping the writers and the members, restoring on {host}", flush=True)
     ok, result = args.master.run("kolla_galera.restore", target=target, host=json.dumps(host),
                                  name=json.dumps(name), first=json.dumps(list(first)), timeout=3700)
@@ -1225,7 +1225,7 @@ def cmd_mariadb_restore(args):
     master the cluster is founded again from the member holding it."""
     from .backup import host_releases
     facts = _host_facts(args)
-    members = _database_members(args, facts)[0]
+    members, target = _database_members(args, facts)
     kept = _backups_listed(args, members)
     # One host's kolla_backup.find says why a backup it does not list is not whole.
     host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])),
@@ -1237,7 +1237,7 @@ def cmd_mariadb_restore(args):
     if _restore_checked(args, members, host, args.backup, host_releases(facts)) is None:
         return 1
     started = time.monotonic()
-    before = _restored(args, host, args.backup)
+    before = _restored(args, target, host, args.backup)
     if before is None:
         return 1
     code = 0
@@ -1259,7 +1259,7 @@ def _rollback_release(args):
     from .backup import host_releases, release_problems, taken_at
     _release(args.release)
     facts = _host_facts(args)
-    members = _database_members(args, facts)[0]
+    members, target = _database_members(args, facts)
     running = host_releases(facts)
     _newer_than(running, args.release)
     back = {key: args.release for key in running}
@@ -1284,7 +1284,7 @@ def _rollback_release(args):
     every = _all_hosts(pillars)["kolla"]
     first = _stopped_first(args, every["services"], every["settings"],
                            {key.split(":", 1)[-1]: release for key, release in running.items()})
-    before = _restored(args, host, name, first, writers_back=False)
+    before = _restored(args, target, host, name, first, writers_back=False)
     if before is None:
         return 1
     args.services, args.test = None, False
