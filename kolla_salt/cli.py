@@ -43,9 +43,18 @@ def _validated_pillar(args):
     return pillar
 
 
-def _select(pillar, names, where="--services"):
+def _declared_here(args):
+    """This host's services as the declaration names them, without compiling the
+    pillar (kolla_salt.roles.declared_services)."""
+    from .pins import load_pins
+    from .roles import declared_services
+    return declared_services(_settings(args), load_pins(args.config_dir), socket.gethostname())
+
+
+def _select(services, names, where="--services"):
+    """The entries of `services` (the pillar's, or kolla_salt.roles.declared_services')
+    that `names` name (all when empty); a name none has is refused."""
     from .preflight import unknown_services
-    services = pillar["kolla"]["services"]
     unknown = unknown_services([s["name"] for s in services], names, where)
     if unknown:
         raise ValidationError(unknown)
@@ -375,7 +384,8 @@ def _all_hosts(pillars):
 
 def _selected_names(pillars, services_arg):
     """The --services names, checked against what runs on some host ([] for all)."""
-    return [s["name"] for s in _select(_all_hosts(pillars), _split(services_arg))] if services_arg else []
+    return [s["name"] for s in _select(_all_hosts(pillars)["kolla"]["services"], _split(services_arg))] \
+        if services_arg else []
 
 
 # How a real walk through a master goes (kolla_salt.rollout.walk), for the operator.
@@ -570,16 +580,19 @@ def cmd_upgrade(args):
     The decision is declared before anything changes: --release alone sets
     openstack_release in globals.yml; with --services/--set it pins those services
     to the release in pins.yml (the others stay where they are). Pins that held the
-    upgraded services' containers (rollback) are dropped."""
+    upgraded services' containers (rollback) are dropped. On one host the pillar is
+    compiled once, by the deploy's salt-call: what the declaration names comes from
+    the service definitions (kolla_salt.roles.declared_services), and a declaration
+    the deploy's first states refuse is taken back."""
     if args.release:
         _release(args.release)
     if args.master:
         facts = args.master.preflight()
         old_pillars = args.master.pillars(facts)
-        pillar = _all_hosts(old_pillars)
+        declared = _all_hosts(old_pillars)["kolla"]["services"]
     else:
-        pillar = _validated_pillar(args)
-    services = _select(pillar, _split(args.services))
+        declared = _declared_here(args)
+    services = _select(declared, _split(args.services))
     if args.set:
         services = [s for s in services if in_set(s["set"], args.set)]
         if not services:
@@ -588,15 +601,20 @@ def cmd_upgrade(args):
     everything = not (args.services or args.set)
     if args.master:   # each host's engine is its own: what runs there came with its facts
         _check_through_master(old_pillars, facts, names, args.allow_release_jump, args.release)
-    declared = {}
+    new = []
 
-    def check(new):
-        """On one host, on the new declaration before it is kept (a refused jump takes
-        it back; an allowed one the deploy that follows says): its pillar, kept."""
-        declared["pillar"] = new
+    def check():
+        """The new declaration before it is kept (refused: taken back): through a master
+        where its services run, on one host what it names (a release jump refused, an
+        allowed one the deploy that follows says)."""
+        if args.master:
+            return _validate_declaration(args.config_dir, args.master)
+        new.extend(s for s in _declared_here(args) if s["name"] in names)
         if not args.allow_release_jump:
-            _check_here([s for s in new["kolla"]["services"] if s["name"] in names], allow_jump=False)
-    with _declaring(args.config_dir, check, master=args.master) as (user_globals, pins):
+            _check_here(new, allow_jump=False)
+    settings = _settings(args)   # the declaration before this command's
+    before = _declaration_files(args.config_dir)
+    with _declaring(args.config_dir, check) as (user_globals, pins):
         if args.release and everything:
             user_globals["openstack_release"] = args.release
             pins.services.clear()
@@ -606,7 +624,7 @@ def cmd_upgrade(args):
             for container in service["containers"]:   # held here, or on a host through a master
                 pins.release_container(container["spec"]["name"])
         # A service pinned to the release every service follows needs no pin.
-        release = user_globals.get("openstack_release", pillar["kolla"]["settings"]["openstack_release"])
+        release = user_globals.get("openstack_release", settings["openstack_release"])
         for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
             del pins.services[name]
     args.test = False
@@ -614,19 +632,20 @@ def cmd_upgrade(args):
         pillars = args.master.pillars(facts)
         _backup_before_migrations_through_master(args, facts, pillars, names)
         return _orchestrate(args, "kolla.upgrade", facts, pillars, names, {"kolla_batch": args.batch})
-    pillar = declared["pillar"]
-    services = [s for s in pillar["kolla"]["services"] if s["name"] in names]
-    print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
+    print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in new), flush=True)
     from .build import Builder, image_folder
     from .settings import settings_for_release
-    settings = pillar["kolla"]["settings"]
-    for release in sorted({s["release"] for s in services}):
-        images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
+    for release in sorted({s["release"] for s in new}):
+        images = sorted({image_folder(spec["image"]) for s in new if s["release"] == release
                          for spec in service_specs(s)})
         Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
-    _backup_before_migrations(args, pillar, services)
+    _backup_before_migrations(args, settings, new, with_database=any(s["name"] == "mariadb" for s in declared))
     args.services = ",".join(names)
-    return _deploy(args)
+    try:
+        return _deploy(args)
+    except ValidationError:   # its first states refused the new declaration before anything changed
+        _undeclared(args.config_dir, before)
+        raise
 
 
 def _changing_releases(services, running):
@@ -636,14 +655,13 @@ def _changing_releases(services, running):
             if running.get(c["spec"]["name"], s["release"]) != s["release"]}
 
 
-def _backup_before_migrations(args, pillar, services):
+def _backup_before_migrations(args, settings, services, with_database):
     """A release change migrates schemas forward, which no container rollback takes
-    back: the database is backed up first (when it runs on this host)."""
+    back: the database is backed up first (`with_database`: it runs on this host)."""
     from .releases import running_releases
-    if not any(s["name"] == "mariadb" for s in pillar["kolla"]["services"]):
+    if not with_database:
         return
-    changing = _changing_releases(services, running_releases(_client(),
-                                                             pillar["kolla"]["settings"]["container_name_prefix"]))
+    changing = _changing_releases(services, running_releases(_client(), settings["container_name_prefix"]))
     if changing:
         _backup(args, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
 
@@ -657,21 +675,48 @@ def _backup_before_migrations_through_master(args, facts, pillars, names):
         _backup(args, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
 
 
+def _declaration_files(config_dir):
+    """{file: its text, None when absent} of the declared state (globals.yml, pins.yml),
+    to put back when a command is refused (_undeclared)."""
+    from .pins import load_pins
+    return {path: path.read_text() if path.exists() else None
+            for path in (Path(config_dir) / "globals.yml", load_pins(config_dir).path)}
+
+
+def _undeclared(config_dir, files):
+    """Puts the declared state back as `files` (_declaration_files) held it."""
+    changed = {file: text for file, text in files.items() if _declaration_files(config_dir)[file] != text}
+    for file, text in changed.items():
+        if text is None:
+            file.unlink(missing_ok=True)
+        else:
+            file.write_text(text)
+    if changed:
+        print(f"[declared] {', '.join(map(str, changed))}: taken back, as before this command")
+
+
+def _validate_declaration(config_dir, master=None):
+    """The declaration validates: through a master where its services run
+    (kolla_salt.roles.placement), on one host its pillar (returned)."""
+    from .inventory import build_pillar
+    from .roles import placement
+    if master:
+        return placement(config_dir)
+    return build_pillar(config_dir, minion_id=socket.gethostname())
+
+
 @contextlib.contextmanager
 def _declaring(config_dir, check=None, master=None):
     """Changes the declared state: yields (the operator's globals.yml as a dict, the
     Pins) for the body to change, then writes both, printing what changed. If the
-    new declaration does not validate (for this host, or through a master for where
-    services run), or `check(new pillar)` raises, both files are restored and the
-    error raised: a command refused leaves nothing changed."""
-    from .inventory import build_pillar
+    new declaration does not pass `check()` (by default _validate_declaration), both
+    files are put back and the error raised: a command refused leaves nothing
+    changed."""
     from .pins import load_pins
-    from .roles import placement
     path = Path(config_dir) / "globals.yml"
-    globals_text = path.read_text() if path.exists() else None
-    user_globals = (safeyaml.load(globals_text) if globals_text else None) or {}
+    before = _declaration_files(config_dir)
+    user_globals = (safeyaml.load(before[path]) if before[path] else None) or {}
     pins = load_pins(config_dir)
-    pins_text = pins.path.read_text() if pins.path.exists() else None
     old_globals, old_pins = dict(user_globals), pins.describe()
     yield user_globals, pins
     try:
@@ -684,18 +729,12 @@ def _declaring(config_dir, check=None, master=None):
             pins.save()
             for line in pins.describe() or ["(no pins)"]:
                 print(f"[declared] {pins.path}: {line}")
-        if master:
-            placement(config_dir)
+        if check:
+            check()
         else:
-            pillar = build_pillar(config_dir, minion_id=socket.gethostname())
-            if check:
-                check(pillar)
+            _validate_declaration(config_dir, master)
     except BaseException:
-        for file, text in ((path, globals_text), (pins.path, pins_text)):
-            if text is None:
-                file.unlink(missing_ok=True)
-            else:
-                file.write_text(text)
+        _undeclared(config_dir, before)
         raise
 
 
@@ -1274,13 +1313,20 @@ def _rollback_release(args):
     if _restore_checked(args, members, host, name, back) is None:
         return 1
     started = time.monotonic()
-    # On one host the images of the release gone back to must be here (a master's hosts pull theirs).
-    with _declaring(args.config_dir, None if args.master else lambda new: _check_images(new["kolla"]["services"]),
-                    master=args.master) as (user_globals, pins):
+    compiled = {}
+
+    def check():
+        """The whole declaration validates before the database goes back. On one host
+        its pillar is kept for what stops first, and the images of the release gone
+        back to must be here (a master's hosts pull theirs)."""
+        compiled[None] = _validate_declaration(args.config_dir, args.master)
+        if not args.master:
+            _check_images(compiled[None]["kolla"]["services"])
+    with _declaring(args.config_dir, check) as (user_globals, pins):
         user_globals["openstack_release"] = args.release
         pins.services.clear()
         pins.containers.clear()
-    pillars = args.master.pillars(facts) if args.master else {None: _validated_pillar(args)}
+    pillars = args.master.pillars(facts) if args.master else compiled
     every = _all_hosts(pillars)["kolla"]
     first = _stopped_first(args, every["services"], every["settings"],
                            {key.split(":", 1)[-1]: release for key, release in running.items()})

@@ -10,6 +10,13 @@ REGISTER_REASON = "reaches keystone on the host's API address (docs/design.md: h
 REGISTRATION_IMAGE = "toolbox"   # kolla_keystone_register
 
 
+def registration_outline(service, prefix):
+    """(name, {image, fills}) of `service`'s registration job, what depends on no secret
+    and no host (kolla_salt.roles.declared_services reads it). keystone's data is in
+    the database: a new database volume registers again."""
+    return f"{service}_keystone_register", {"image": REGISTRATION_IMAGE, "fills": [f"{prefix}mariadb"]}
+
+
 def registration_job(service, block, settings, passwords, host, where):
     """({job name: job}, problems): the job that registers `service` with keystone, in
     the form of a folder's `jobs:` (the renderer treats it as one), derived from the
@@ -86,10 +93,9 @@ def registration_job(service, block, settings, passwords, host, where):
         "KOLLA_REGISTRATION": json.dumps(registration, sort_keys=True),
         "KOLLA_SERVICE_PASSWORD": passwords[password_key],
     }
-    return {f"{service}_keystone_register": {
-        "image": REGISTRATION_IMAGE, "command": ["kolla_keystone_register"], "environment": environment,
-        # keystone's data is in the database: a new database volume registers again
-        "fills": [f"{settings['container_name_prefix']}mariadb"],
+    name, outline = registration_outline(service, settings["container_name_prefix"])
+    return {name: {
+        **outline, "command": ["kolla_keystone_register"], "environment": environment,
         # the catalog follows the declaration back too (public endpoints without TLS again)
         "converges": True,
         "host_namespaces": ["net"], "reasons": {"net": REGISTER_REASON}}}, []

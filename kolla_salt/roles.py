@@ -7,9 +7,9 @@ import fnmatch
 from .errors import ValidationError
 from .hostfacts import host_facts
 from .pins import load_pins
-from .registration import REGISTRATION_IMAGE
+from .registration import REGISTRATION_IMAGE, registration_outline
 from .rendering import ServiceRenderer
-from .settings import derived_passwords, load_settings, wanted_passwords
+from .settings import derived_passwords, load_settings, settings_for_release, wanted_passwords
 from .tree import service_order, waits
 
 
@@ -50,11 +50,11 @@ def placement(config_dir):
     What a master's orchestration walks; it holds no secret and no host's address."""
     settings = load_settings(config_dir)
     definitions = enabled_definitions(settings)
-    problems = release_skew(settings, load_pins(config_dir), {service: d for _, service, d in definitions})
+    problems = release_skew(settings, load_pins(config_dir), {service: d for _, service, d, _ in definitions})
     if problems:
         raise ValidationError(problems)
     steps = []
-    for top, service, definition in definitions:
+    for top, service, definition, _ in definitions:
         hosts, key = host_patterns_and_key(settings, service, definition)
         if hosts:   # placed on no host: nothing to deploy
             steps.append({"service": service, "set": f"{top}/{service}", "hosts": hosts, "key": key,
@@ -107,22 +107,72 @@ def unmet_needs(enabled, globals_file):
             if need not in enabled]
 
 
-def enabled_definitions(settings):
-    """(top-level set, service, its folder's definition) of every enabled service, in
-    tree order, rendered without a host and without secrets (what depends on neither:
-    where it runs, its images), so no passwords.yml is needed."""
+def _renderer_without_secrets(settings):
+    """A renderer of the folders' definitions without a host and without secrets: what
+    depends on neither (where a service runs, its containers' names and images), so no
+    passwords.yml is needed."""
     placeholders = {key: "unused" for key in wanted_passwords()}
-    renderer = ServiceRenderer(settings, {**placeholders, **derived_passwords(placeholders)},
-                               host_facts(settings, "0.0.0.0"))
-    return [(top, service, renderer.definition(service)) for top, service in service_order()
-            if settings.get(f"enable_{service}", False)]
+    return ServiceRenderer(settings, {**placeholders, **derived_passwords(placeholders)},
+                           host_facts(settings, "0.0.0.0"))
+
+
+def enabled_definitions(settings, pins=None):
+    """(top-level set, service, its folder's definition, its renderer) of every enabled
+    service, in tree order, each at its release (a pins.yml release, else
+    openstack_release), rendered by _renderer_without_secrets."""
+    renderers = {}
+    found = []
+    for top, service in service_order():
+        if not settings.get(f"enable_{service}", False):
+            continue
+        release = (pins.release_of(service) if pins else None) or settings["openstack_release"]
+        if release not in renderers:
+            renderers[release] = _renderer_without_secrets(
+                settings if release == settings["openstack_release"] else settings_for_release(settings, release))
+        found.append((top, service, renderers[release].definition(service), renderers[release]))
+    return found
+
+
+def declared_services(settings, pins, minion_id):
+    """The services the declaration places on host `minion_id`, in tree order, in the
+    shape of the pillar's entries as far as the checks before a deploy read them
+    (kolla_salt.releases.release_path_problems, kolla_salt.preflight.missing_images,
+    kolla_salt.backup.back_first): name, set, release, containers ({spec: {name,
+    image}, pin}), jobs ({name, image}) and fills; refused when the releases break a
+    folder's version rule (release_skew). Derived from the folders' definitions
+    alone: no config file is rendered and no secret read, so a command that declares
+    before Salt compiles the pillar (an upgrade on one host) knows what the
+    declaration names without compiling it."""
+    prefix = settings["container_name_prefix"]
+    definitions = enabled_definitions(settings, pins)
+    problems = release_skew(settings, pins, {service: definition for _, service, definition, _ in definitions})
+    if problems:
+        raise ValidationError(problems)
+    services = []
+    for top, service, definition, renderer in definitions:
+        if not placed_on(host_patterns(settings, service, definition), [minion_id]):
+            continue
+        jobs = dict(definition.get("jobs") or {})
+        if definition.get("register") is not None:   # its derived job (kolla_salt.registration)
+            name, outline = registration_outline(service, prefix)
+            jobs[name] = outline
+        containers = [{"spec": {"name": prefix + name, "image": renderer.image(container["image"], name)},
+                       "pin": pins.generation_of(prefix + name, minion_id)}
+                      for name, container in (definition.get("containers") or {}).items()]
+        services.append({"name": service, "set": f"{top}/{service}", "release": renderer.settings["openstack_release"],
+                         "containers": containers,
+                         "jobs": [{"name": prefix + name, "image": renderer.image(job["image"])}
+                                  for name, job in jobs.items()],
+                         "post_jobs": [], "final_jobs": [],
+                         "fills": sorted({volume for job in jobs.values() for volume in job.get("fills") or ()})})
+    return services
 
 
 def service_images(settings):
     """The images the enabled services run (containers, jobs, registrations): what
     `kolla-salt build` builds when given none (with their parents)."""
     found = set()
-    for _, _, definition in enabled_definitions(settings):
+    for _, _, definition, _ in enabled_definitions(settings):
         runs = [*(definition.get("containers") or {}).values(), *(definition.get("jobs") or {}).values()]
         found.update(entry["image"] for entry in runs if entry.get("image"))
         if definition.get("register") is not None:

@@ -98,7 +98,7 @@ def registered(env):
     """The register: blocks of the enabled services' folders (what the catalog must hold)."""
     from kolla_salt.roles import enabled_definitions
     from kolla_salt.settings import load_settings
-    return [d["register"] for _, _, d in enabled_definitions(load_settings(env.config_dir)) if d.get("register")]
+    return [d["register"] for _, _, d, _ in enabled_definitions(load_settings(env.config_dir)) if d.get("register")]
 
 
 def test_the_catalog_lists_every_registered_service_on_the_vip(cloud):

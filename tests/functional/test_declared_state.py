@@ -111,9 +111,24 @@ def test_a_downgrade_is_refused_before_anything_changes(cloud, docker_client):
 
 
 def test_a_per_service_upgrade_leaves_other_services_alone(cloud, docker_client):
+    """...and one the deploy's first states refuse (an override no file of keystone's
+    takes, which only the whole pillar finds) is taken back from pins.yml."""
     env = cloud
     others = started(docker_client, env, ["mariadb", "memcached"])
     globals_before = (env.config_dir / "globals.yml").read_text()
+    pins = env.config_dir / "pins.yml"
+    pins_before = pins.read_text() if pins.exists() else None
+    override = env.config_dir / "config" / "keystone" / "no-such-file.conf"
+    override.parent.mkdir(parents=True, exist_ok=True)
+    override.write_text("[DEFAULT]\n")
+    try:
+        proc = env.run("upgrade", "--services", "keystone", "--release", NEXT, check=False)
+    finally:
+        override.unlink()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{override}: keystone has no config file 'no-such-file.conf'" in proc.stderr, proc.stderr
+    assert (pins.read_text() if pins.exists() else None) == pins_before
+    assert keystone_tag(docker_client, env) == f"{RELEASE}-source"
     env.run("upgrade", "--services", "keystone", "--release", NEXT)
     assert keystone_tag(docker_client, env) == f"{NEXT}-source"
     assert (env.config_dir / "globals.yml").read_text() == globals_before

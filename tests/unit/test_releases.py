@@ -76,7 +76,8 @@ def test_a_compute_newer_than_novas_control_services_or_too_far_behind_is_refuse
 
 def test_a_pin_that_puts_nova_compute_ahead_of_nova_is_refused_before_anything_changes(tmp_path):
     """The rule is the nova_compute folder's (runs_behind: nova), checked for every
-    pillar (deploy, upgrade, a master's placement), whichever hosts run the two."""
+    pillar (deploy, upgrade, a master's placement, what an upgrade on one host
+    declares), whichever hosts run the two."""
     import yaml
     from kolla_salt.errors import ValidationError
     from kolla_salt.inventory import build_pillar
@@ -84,7 +85,11 @@ def test_a_pin_that_puts_nova_compute_ahead_of_nova_is_refused_before_anything_c
     from test_loadbalancer import operator_folder
     operator_folder(tmp_path, enable_nova=True, enable_nova_compute=True, enable_libvirt=True)
     (tmp_path / "pins.yml").write_text(yaml.safe_dump({"services": {"nova_compute": {"release": "2026.2"}}}))
-    for build in (lambda: build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]}), lambda: placement(tmp_path)):
+    from kolla_salt.pins import load_pins
+    from kolla_salt.roles import declared_services
+    from kolla_salt.settings import load_settings
+    for build in (lambda: build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]}), lambda: placement(tmp_path),
+                  lambda: declared_services(load_settings(tmp_path), load_pins(tmp_path), "local")):
         with pytest.raises(ValidationError, match=r"nova_compute would run 2026.2, newer than nova at 2026.1: "
                                                   r"nova_compute runs at most one release behind nova"):
             build()
@@ -124,3 +129,29 @@ def test_an_images_versions_make_its_releases_source_versions_and_an_unknown_rel
         load_releases()
     assert refused.value.problems == [f"{tmp_path / 'memo' / 'image.yml'}: key 'versions.2031.1' is not a release "
                                       f"of pillar/defaults/releases.yml ({', '.join(releases)})"]
+
+
+def test_what_a_declaration_names_comes_from_the_folders_alone_as_its_pillar_holds_it(tmp_path):
+    """An upgrade on one host reads its declaration's services (their sets, releases,
+    containers with their images and pins, their jobs' images, the volumes they fill)
+    without compiling the pillar: the same as the pillar holds, a pinned release and
+    a held container included."""
+    import yaml
+    from kolla_salt.inventory import build_pillar, service_specs
+    from kolla_salt.pins import load_pins
+    from kolla_salt.roles import declared_services
+    from kolla_salt.settings import load_settings
+    from test_loadbalancer import operator_folder
+    operator_folder(tmp_path, enable_nova=True, enable_nova_compute=True, enable_libvirt=True,
+                    enable_neutron=True, enable_openvswitch=True, enable_ovn=True)
+    (tmp_path / "pins.yml").write_text(yaml.safe_dump(
+        {"services": {"glance": {"release": "2026.2"}}, "containers": {"t-keystone": {"generation": 2}}}))
+    pillar = build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
+
+    def outline(services):
+        return [(s["name"], s["set"], s["release"], [(c["spec"]["name"], c["spec"]["image"], c["pin"])
+                                                     for c in s["containers"]],
+                 sorted((spec["name"], spec["image"]) for spec in service_specs(s)), s["fills"]) for s in services]
+    declared = declared_services(load_settings(tmp_path), load_pins(tmp_path), "local")
+    assert outline(declared) == outline(pillar)
+    assert {s["name"]: s["release"] for s in declared}["glance"] == "2026.2"
