@@ -79,6 +79,15 @@ def database_parts(services, prefix):
     return member(mariadb)["spec"]["name"] if mariadb else None, writers, jobs
 
 
+def changing_releases(services, running):
+    """The releases `services` (pillar entries) go to that a container of theirs does
+    not run yet (`running`: {container: release}): a run that changes them migrates
+    schemas forward, which no container rollback takes back, so the database is
+    backed up first."""
+    return {s["release"] for s in services for c in s["containers"]
+            if running.get(c["spec"]["name"], s["release"]) != s["release"]}
+
+
 def back_first(services, prefix, ahead):
     """The names of `services` (deploy order) after the last one that writes to the
     database with a container in `ahead` (those running a newer release): what a

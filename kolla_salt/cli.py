@@ -524,10 +524,10 @@ def _host_settings(args):
     return {**settings, **host_facts(settings, interface_address(settings, local_interfaces()))}
 
 
-def _deploy(args):
+def _deploy(args, extra_pillar=None):
     """A deploy on this host: salt-call --local state.apply kolla.deploy, the pillar
-    compiled once, by Salt; the run's first states refuse it (_refused) before
-    anything changes."""
+    compiled once, by Salt (with `extra_pillar`); the run's first states refuse it
+    (_refused) before anything changes."""
     from .pins import load_pins
     from .settings import load_passwords
     settings, names = _host_settings(args), _split(args.services)
@@ -538,7 +538,7 @@ def _deploy(args):
         print(f"[deploy] pins.yml: {pin}")
     # Without --services the run also removes containers of disabled services, but not
     # one still in use.
-    extra = {**({"kolla_services": names} if names else {}),
+    extra = {**(extra_pillar or {}), **({"kolla_services": names} if names else {}),
              **({"kolla_allow_release_jump": args.allow_release_jump} if args.allow_release_jump else {})}
     # The health loop must not restart a container that is being swapped in.
     with contextlib.nullcontext() if args.test else healthloop.ledger(settings).paused_restarts():
@@ -639,37 +639,19 @@ def cmd_upgrade(args):
         images = sorted({image_folder(spec["image"]) for s in new if s["release"] == release
                          for spec in service_specs(s)})
         Builder(_client(), settings_for_release(settings, release), out=lambda m: print(m, flush=True)).build(images)
-    _backup_before_migrations(args, settings, new, with_database=any(s["name"] == "mariadb" for s in declared))
     args.services = ",".join(names)
-    try:
-        return _deploy(args)
+    try:   # its salt-call backs the database up after its checks, before the migrations
+        return _deploy(args, {"kolla_backup_before_migrations": "kolla-salt upgrade"})
     except ValidationError:   # its first states refused the new declaration before anything changed
         _undeclared(args.config_dir, before)
         raise
 
 
-def _changing_releases(services, running):
-    """The releases `services` go to that a container of theirs does not run yet
-    (`running`: {container: release})."""
-    return {s["release"] for s in services for c in s["containers"]
-            if running.get(c["spec"]["name"], s["release"]) != s["release"]}
-
-
-def _backup_before_migrations(args, settings, services, with_database):
-    """A release change migrates schemas forward, which no container rollback takes
-    back: the database is backed up first (`with_database`: it runs on this host)."""
-    from .releases import running_releases
-    if not with_database:
-        return
-    changing = _changing_releases(services, running_releases(_client(), settings["container_name_prefix"]))
-    if changing:
-        _backup(args, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
-
-
 def _backup_before_migrations_through_master(args, facts, pillars, names):
     """The same through a master: a backup of the Galera cluster (or the one database
     host) when a container of `names` on any host changes release."""
-    changing = set().union(*(_changing_releases([s for s in pillar["kolla"]["services"] if s["name"] in names],
+    from .backup import changing_releases
+    changing = set().union(*(changing_releases([s for s in pillar["kolla"]["services"] if s["name"] in names],
                                                 facts[host]["releases"]) for host, pillar in pillars.items()))
     if changing and args.master.members("mariadb", facts)[0]:
         _backup(args, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")

@@ -4,7 +4,8 @@ mariadb-backup --list` (through a master, or salt-call on one host), and the sch
 daemon (`scheduled`). A thin adapter over kolla_salt.backup: the backup directory,
 the container prefix and the passwords to redact come from the `kolla` pillar
 (`scheduled` builds its own from the operator folder: that daemon has none), and
-`take_here` and `restore_here`, where this host is its own master (salt-call --local)."""
+`take_here`, `before_migrations` and `restore_here`, where this host is its own master
+(salt-call --local)."""
 import logging
 import sys
 
@@ -84,6 +85,30 @@ def take_here(why, incremental=False):
     from kolla_salt.backup import take_here as take
     return take(docker.from_env(timeout=300), {"kolla": _kolla()}, __opts__["kolla_config_dir"], why,
                 incremental=incremental, out=_progress("mariadb-backup"))
+
+
+@_refusal
+def before_migrations(services, command):
+    """Where this host is its own master (an upgrade on one host, inside its deploy's
+    salt-call, after the run's checks): a backup of the database, when mariadb runs
+    here and a container of `services` (all declared here when empty) is about to
+    change release (kolla_salt.backup.changing_releases). {releases: those changing
+    to, backup: its manifest, None when none was needed}; under test=True none is
+    taken."""
+    import docker
+
+    from kolla_salt.backup import changing_releases
+    from kolla_salt.releases import running_releases
+    kolla = _kolla()
+    if not _parts()[0]:
+        return {"releases": [], "backup": None}
+    selected = [s for s in kolla["services"] if not services or s["name"] in services]
+    client = docker.from_env(timeout=300)
+    changing = sorted(changing_releases(selected, running_releases(client, kolla["settings"]["container_name_prefix"])))
+    if not changing or __opts__["test"]:
+        return {"releases": changing, "backup": None}
+    why = f"before the upgrade to {', '.join(changing)} ({command})"
+    return {"releases": changing, "backup": take_here(why)}
 
 
 @_refusal

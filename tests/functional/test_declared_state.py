@@ -129,8 +129,11 @@ def test_a_per_service_upgrade_leaves_other_services_alone(cloud, docker_client)
     assert f"{override}: keystone has no config file 'no-such-file.conf'" in proc.stderr, proc.stderr
     assert (pins.read_text() if pins.exists() else None) == pins_before
     assert keystone_tag(docker_client, env) == f"{RELEASE}-source"
-    env.run("upgrade", "--services", "keystone", "--release", NEXT)
+    out = env.run("upgrade", "--services", "keystone", "--release", NEXT).stdout
     assert keystone_tag(docker_client, env) == f"{NEXT}-source"
+    # keystone's migrations go forward: the deploy backed the database up first
+    assert "taken before the migrations" in out, out
+    assert f"before the upgrade to {NEXT} (kolla-salt upgrade)" in env.run("mariadb-backup", "--list").stdout
     assert (env.config_dir / "globals.yml").read_text() == globals_before
     assert f"keystone follows release {NEXT}" in env.run("status").stdout
     out = env.run("deploy").stdout

@@ -8,7 +8,9 @@
     `kolla_allow_release_jump`, a jump OpenStack does not support is said, not
     refused) and stop it before anything changes when not: `kolla-salt deploy` reads
     their verdict by their ids. Operator files that do not validate are the first's
-    verdict (pillar kolla_problems). -#}
+    verdict (pillar kolla_problems). With pillar `kolla_backup_before_migrations`
+    (an upgrade on one host) the database is backed up next, before any service
+    changes release (kolla_backup.before_migrations). -#}
 {%- if opts.get("__role") == "master" %}
 {%- from "kolla/orchestrate.jinja" import orchestrate %}
 {{ orchestrate("kolla-deploy") }}
@@ -29,6 +31,15 @@ kolla-deploy-checks:
     - allow_release_jump: {{ pillar.get("kolla_allow_release_jump", false) | json }}
     - order: 1
     - failhard: true
+{%- if pillar.get("kolla_backup_before_migrations") %}
+
+kolla-deploy-backup-before-migrations:
+  kolla_backup.before_migrations:
+    - services: {{ only | json }}
+    - command: {{ pillar.kolla_backup_before_migrations | json }}
+    - order: 3
+    - failhard: true
+{%- endif %}
 {%- if not only %}
 
 kolla-deploy-nothing-kept-in-use:
