@@ -667,7 +667,8 @@ def _declaration_files(config_dir):
 
 def _undeclared(config_dir, files):
     """Puts the declared state back as `files` (_declaration_files) held it."""
-    changed = {file: text for file, text in files.items() if _declaration_files(config_dir)[file] != text}
+    now = _declaration_files(config_dir)
+    changed = {file: text for file, text in files.items() if now[file] != text}
     for file, text in changed.items():
         if text is None:
             file.unlink(missing_ok=True)
