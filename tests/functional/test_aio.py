@@ -380,7 +380,8 @@ def test_rabbitmq_is_drained_before_an_upgrade_replaces_it(aio, docker_client):
         new = docker_client.containers.get(name)
         assert new.image.tags == [tag]
         check = new.attrs["Config"]["Healthcheck"]["Test"][1:]   # kolla_rabbitmq_check: its AMQP listener serves
-        assert new.exec_run(check).exit_code == 0, check
+        checked = new.exec_run(check)
+        assert checked.exit_code == 0, (check, checked.output.decode(errors="replace"))
         assert "openstack" in new.exec_run(["rabbitmqctl", "-q", "list_users"]).output.decode()
     finally:
         aio.write_globals(rabbitmq_tag="")
