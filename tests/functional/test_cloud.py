@@ -509,9 +509,10 @@ def failed_in_haproxys_words(docker_client, env):
 def test_a_frozen_keystone_is_healed_and_its_clients_wait_instead_of_failing(cloud, docker_client):
     """keystone's processes stopped (SIGSTOP: alive, answering nothing): the health
     loop restarts it, and a client asking for a token through the VIP every 100 ms has
-    one again (9-11 s after the freeze here, printed; benchmarks/health_recovery.py
-    measures it; the bound, 30 s, is half the client's timeout: a loop that did not
-    restart keystone leaves the client without a token for the whole minute); its
+    one again (8-11 s after the freeze here, printed; benchmarks/health_recovery.py
+    measures the container's side; the bound, 30 s, is half the client's timeout: a loop
+    that did not restart keystone leaves the client without a token for the whole
+    minute); its
     requests meanwhile wait (haproxy's `_waiting` backend, its retries), none fails. (Only the one request keystone was
     serving when it froze may fail: in some runs haproxy answers it 502 once keystone
     is killed instead of resending it, although it resends a request whose server
