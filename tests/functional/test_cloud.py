@@ -512,12 +512,11 @@ def test_a_frozen_keystone_is_healed_and_its_clients_wait_instead_of_failing(clo
     one again (8-11 s after the freeze here, printed; benchmarks/health_recovery.py
     measures the container's side; the bound, 30 s, is half the client's timeout: a loop
     that did not restart keystone leaves the client without a token for the whole
-    minute); its
-    requests meanwhile wait (haproxy's `_waiting` backend, its retries), none fails. (Only the one request keystone was
-    serving when it froze may fail: in some runs haproxy answers it 502 once keystone
-    is killed instead of resending it, although it resends a request whose server
-    was stopped and killed before answering (reset, close or unread); why is not found
-    yet. It is shown, not counted.)"""
+    minute); its requests meanwhile wait (haproxy's `_waiting` backend, its retries),
+    none fails. (Only the one request keystone was serving when it froze may fail: in
+    some runs haproxy answers it 502 once keystone is killed instead of resending it,
+    although it resends a request whose server was stopped and killed before answering
+    (reset, close or unread); why is not found yet. It is shown, not counted.)"""
     from probes import Prober, freeze_service, token_request
     cloud.write_globals(enable_health_loop=True)
     cloud.run("deploy")

@@ -112,8 +112,8 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
 def keeps_printing(env, seconds=30):
     """The guest goes on writing its console after the swap: its qemu (the same PID,
     asserted before) runs, not stopped. How long it was silent during the swap is a
-    figure (printed; benchmarks/), not a bound: on a slow machine a TCG guest starved
-    for a few seconds while containers start is not a guest that stopped."""
+    figure (printed), not a bound: on a slow machine a TCG guest starved for a few
+    seconds while containers start (5.4 s once) is not a guest that stopped."""
     printed = console(env).count("alive")
     deadline = time.monotonic() + seconds
     while console(env).count("alive") < printed + 3 and time.monotonic() < deadline:
