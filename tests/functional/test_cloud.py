@@ -30,6 +30,7 @@ from guest import boot_server, remove_guest, wait_for
 from guest import console_log as guest_console_log
 import tempest
 
+from kolla_salt.roles import enabled_definitions, service_images
 from kolla_salt.settings import default_settings, load_settings
 from kolla_salt.spec import declared_spec
 
@@ -96,8 +97,6 @@ def openstack_as(env, user, password, *args):
 
 def registered(env):
     """The register: blocks of the enabled services' folders (what the catalog must hold)."""
-    from kolla_salt.roles import enabled_definitions
-    from kolla_salt.settings import load_settings
     return [d["register"] for _, _, d, _ in enabled_definitions(load_settings(env.config_dir)) if d.get("register")]
 
 
@@ -864,8 +863,7 @@ def test_a_release_upgrade_of_the_whole_cloud_keeps_its_servers_and_fails_no_req
     version), naming why, and changes nothing."""
     from probes import Prober, api_probes
     env = cloud
-    built_images("--release", NEXT, "mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance",
-                 "placement", "nova", "libvirt", "openvswitch", "ovn", "neutron", "horizon")
+    built_images("--release", NEXT, *service_images(load_settings(env.config_dir)))   # what this cloud runs
     wait_until_it_answers(env, server, 60)
     qemu = qemu_pid(server["instance"])
     # Data of glance's store and placement's database, checked after the upgrade and
