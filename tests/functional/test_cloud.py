@@ -56,12 +56,11 @@ def cloud(tmp_path_factory, docker_client, built_images):
     """One deployed cloud (keystone, glance, placement, nova with a compute host) shared
     by the tests of this module."""
     from conftest import KollaEnv
-    built_images("mariadb", "rabbitmq", "memcached", "haproxy", "keystone", "toolbox", "glance", "placement", "nova",
-                 "libvirt", "openvswitch", "ovn", "neutron", "horizon", "guest")
     env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
     env.cleanup(docker_client)
     env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, enable_horizon=True, **NOVA,
                       **NEUTRON)
+    built_images(*service_images(load_settings(env.config_dir)), "guest")   # what it runs, and its servers' guest
     try:   # a failed deploy too leaves nothing running
         started = time.monotonic()
         env.deploy_output = env.run("deploy").stdout
