@@ -4,7 +4,7 @@ KOLLA     := $(VENV)/bin/kolla-salt
 CONFIG    ?= /etc/kolla-salt
 export KOLLA_SALT_CONFIG_DIR := $(CONFIG)
 
-.PHONY: help setup build deploy test unit destroy lab lab-down
+.PHONY: help setup build deploy test test-lab unit destroy lab lab-down
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -20,6 +20,9 @@ deploy: setup  ## prepare the host, build images, deploy the all-in-one cloud
 
 test: setup  ## run the whole suite (unit, functional, integration)
 	@bash scripts/run-tests.sh
+
+test-lab: setup  ## only the 3-host lab's tests (make test skips them on a machine too slow for both)
+	@bash scripts/run-tests.sh -m lab tests/integration
 
 unit: setup  ## only the unit tests (no Docker needed)
 	$(VENV)/bin/pytest -q tests/unit
