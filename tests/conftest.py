@@ -382,9 +382,6 @@ def pytest_runtest_setup(item):
             f"the lab starts only within {LAB_STARTS_WITHIN:g} minutes of the run's start and {minutes:.0f} have "
             f"passed: this machine is too slow for the whole suite in CI's 90 minutes "
             f"(KOLLA_SALT_LAB_STARTS_WITHIN; `make test-lab` runs it alone)")
-        if _lab["skipped"] and _reporter.get("terminal"):
-            _reporter["terminal"].ensure_newline()
-            _reporter["terminal"].write_line(f"[suite] {_lab['skipped']}")
     if _lab["skipped"]:
         pytest.skip(_lab["skipped"])
 
@@ -405,6 +402,10 @@ def pytest_runtest_logreport(report):
     writer = _reporter.get("terminal")
     if writer is None:
         return
+    if report.skipped and _lab.get("skipped") and not _lab.get("said"):   # whole, once (-v cuts it short)
+        _lab["said"] = True
+        writer.ensure_newline()
+        writer.write_line(f"[suite] {_lab['skipped']}")
     # A report carries the output of its test's earlier phases too: each phase's own.
     printed = [text.strip() for name, text in report.sections
                if report.passed and name == f"Captured stdout {report.when}" and text.strip()]
