@@ -18,7 +18,7 @@ build: setup  ## build the enabled services' images (unchanged ones are skipped)
 deploy: setup  ## prepare the host, build images, deploy the all-in-one cloud
 	@bash scripts/deploy-aio.sh
 
-test: setup  ## run the whole suite (unit, functional, integration)
+test: setup  ## run the whole suite (unit, functional, integration; the lab if it starts within 45 minutes)
 	@bash scripts/run-tests.sh
 
 test-lab: setup  ## only the 3-host lab's tests (make test skips them on a machine too slow for both)

@@ -361,8 +361,8 @@ def pytest_sessionfinish(session):
 
 # The lab's tests (marker `lab`) come last and take about two thirds as long as all the
 # tests before them, and all of them follow the machine's pace by a factor of two: on
-# the slowest machines seen the whole suite passed CI's 90 minutes (docs/design.md,
-# "The suite's time"). So the lab starts only within LAB_STARTS_WITHIN minutes of the
+# the slowest machines seen the whole suite took longer than CI's 90 minutes
+# (docs/design.md, "The suite's time"). So the lab starts only within LAB_STARTS_WITHIN minutes of the
 # run's start; later, its tests are skipped, each saying why. Set
 # KOLLA_SALT_LAB_STARTS_WITHIN=inf to run it whatever the time; `make test-lab` runs
 # it alone.
