@@ -34,17 +34,18 @@ def console_log(run, server_id):
     return run("console", "log", "show", server_id, values=False)
 
 
-def wait_for(what, condition, seconds):
-    """Asks `condition` until it holds, pausing as long as it took (at least 1 s): an
-    `openstack` command costs about 2 s of CPU, and asking without a pause would take a
-    core from the boot or the upgrade it waits for."""
-    deadline = time.monotonic() + seconds
+def wait_for(what, condition, seconds, pause=1.0):
+    """Asks `condition` until it holds, pausing as long as it took (at least `pause`
+    seconds): an `openstack` command costs about 2 s of CPU, and asking without a pause
+    would take a core from the boot or the upgrade it waits for. Returns the seconds
+    waited."""
+    began = time.monotonic()
     while True:
-        began = time.monotonic()
+        asked = time.monotonic()
         if condition():
-            return
-        assert time.monotonic() < deadline, f"no {what} in {seconds} s"
-        time.sleep(max(1.0, time.monotonic() - began))
+            return time.monotonic() - began
+        assert asked - began < seconds, f"no {what} in {seconds} s"
+        time.sleep(max(pause, time.monotonic() - asked))
 
 
 def remove_guest(run, prefix):

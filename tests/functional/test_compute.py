@@ -4,10 +4,10 @@ running, and libvirt keeps managing it, while the libvirt container is upgraded
 to a new image and its set (compute-operation) rolled back."""
 import io
 import os
-import time
 
 import pytest
 from conftest import IMAGES, KollaEnv, qemu_pid, while_running
+from guest import wait_for
 
 from kolla_salt.settings import default_settings, release_tag
 
@@ -67,17 +67,11 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
         volumes={env.name("libvirtd"): {"bind": "/var/lib/libvirt", "mode": "rw"}}, remove=True)
     libvirt.put_archive("/var/lib/libvirt/images", _tar(f"{DOMAIN}.xml", GUEST_XML))
     virsh(docker_client, env, "create", f"/var/lib/libvirt/images/{DOMAIN}.xml")
-    began = time.monotonic()
-    while "kolla-salt guest: booted" not in console(env) and time.monotonic() - began < 120:
-        time.sleep(0.5)
-    booted = time.monotonic() - began
+    booted = wait_for("boot message on the console", lambda: "kolla-salt guest: booted" in console(env), 120, 0.5)
     print(f"\nguest: from `virsh create` to its boot message {booted:.1f} s (QEMU emulation)")
-    assert "kolla-salt guest: booted" in console(env), console(env)[-2000:]
     # It says it is alive each second once it gave up on a metadata service (no NIC
     # here: about 35 s): from then on a console silent during a swap is measured.
-    while "kolla-salt guest: alive" not in console(env) and time.monotonic() - began < 180:
-        time.sleep(0.5)
-    assert "kolla-salt guest: alive" in console(env), console(env)[-2000:]
+    wait_for("'alive' on the console", lambda: "kolla-salt guest: alive" in console(env), 120, 0.5)
     qemu = qemu_pid(DOMAIN)
     assert qemu
 
@@ -104,10 +98,7 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
         print(f"guest during the set's rollback: longest time without a console line {longest:.1f} s")
         keeps_printing(env)
         virsh(docker_client, env, "destroy", DOMAIN)
-        deadline = time.monotonic() + 30
-        while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not os.path.exists(f"/proc/{qemu}")   # libvirt still manages it: destroy ends it
+        wait_for("end of qemu after `virsh destroy`", lambda: ended(qemu), 30, 0.2)   # libvirt still manages it
     finally:
         env.write_globals(libvirt_tag="")
         docker_client.images.remove(f"{IMAGES}/libvirt:kstcomp-new", force=True)
@@ -120,21 +111,25 @@ def keeps_printing(env, seconds=30):
     figure (printed), not a bound: on a slow machine a TCG guest starved for a few
     seconds while containers start (5.4 s once) is not a guest that stopped."""
     printed = console(env).count("alive")
-    deadline = time.monotonic() + seconds
-    while console(env).count("alive") < printed + 3 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert console(env).count("alive") >= printed + 3, console(env)[-2000:]
+    wait_for(f"3 more 'alive' lines on the console: {console(env)[-500:]}",
+             lambda: console(env).count("alive") >= printed + 3, seconds, 0.5)
+
+
+def ended(pid):
+    return not os.path.exists(f"/proc/{pid}")
 
 
 def end_guest(docker_client, env):
     """Ends this module's guest if it runs: by libvirt, else its qemu by PID."""
+    qemu = qemu_pid(DOMAIN)
+    if not qemu:
+        return
     for libvirt in docker_client.containers.list(filters={"name": env.name("nova_libvirt")}):
         libvirt.exec_run(["virsh", "--connect", "qemu:///system", "destroy", DOMAIN])
-    deadline = time.monotonic() + 30
-    while qemu_pid(DOMAIN) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if qemu_pid(DOMAIN):
-        os.kill(qemu_pid(DOMAIN), 9)
+    try:
+        wait_for("end of qemu after `virsh destroy`", lambda: ended(qemu), 30, 0.2)
+    except AssertionError:   # libvirt gone or stuck: end it by its PID
+        os.kill(qemu, 9)
 
 
 def _tar(name, text):
@@ -158,10 +153,7 @@ def test_destroy_ends_the_guests_first_and_keeps_their_disks(compute, docker_cli
     assert qemu
     out = env.run("destroy", "--yes-i-really-mean-it").stdout
     assert f"[destroy] {env.name('nova_libvirt')}: sh -c for guest in" in out, out
-    deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{qemu}") and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not os.path.exists(f"/proc/{qemu}")
+    wait_for("end of the guest's qemu by `destroy`", lambda: ended(qemu), 30, 0.2)
     assert not docker_client.containers.list(all=True, filters={"name": env.name("nova_libvirt")})
     files = docker_client.containers.run(f"{IMAGES}/guest:{release_tag(default_settings())}", ["ls", IMAGES_DIR],
                                          volumes={env.name("libvirtd"): {"bind": "/var/lib/libvirt", "mode": "ro"}},
