@@ -285,12 +285,13 @@ def _check_here(services, allow_jump):
     _check_release_paths({None: (services, running_releases(_client()))}, allow_jump)
 
 
-def _check_through_master(pillars, facts, names, allow_jump, release=None):
-    """The release paths of every host's `names` (all when empty), declared at
-    `release` when given (an upgrade's --release, before it is declared)."""
+def _check_through_master(hosts, facts, names, allow_jump, release=None):
+    """The release paths of every host's `names` (all when empty; `hosts`: the
+    declaration, Master.declaration), declared at `release` when given (an upgrade's
+    --release, before it is declared)."""
     _check_release_paths({host: ([{**s, **({"release": release} if release else {})}
-                                  for s in pillar["kolla"]["services"] if not names or s["name"] in names],
-                                 facts[host]["releases"]) for host, pillar in pillars.items()}, allow_jump)
+                                  for s in declared["services"] if not names or s["name"] in names],
+                                 facts[host]["releases"]) for host, declared in hosts.items()}, allow_jump)
 
 
 def _state_apply(args, settings, sls, extra_pillar=None, test=False):
@@ -327,11 +328,11 @@ def summarise(data, out=print):
 def cmd_deploy(args):
     if args.master:
         facts = args.master.preflight()
-        pillars = args.master.pillars(facts)
-        names = _selected_names(pillars, args.services)
+        hosts = args.master.declaration(facts)
+        names = _selected_names(hosts, args.services)
         if not names or "mariadb" in names:
-            args.master.check_galera(facts, pillars)
-        return _orchestrate(args, "kolla.deploy", facts, pillars, names, predict=True)
+            args.master.check_galera(facts, hosts)
+        return _orchestrate(args, "kolla.deploy", facts, hosts, names, predict=True)
     return _deploy(args)
 
 
@@ -342,11 +343,12 @@ def cmd_rotate_keys(args):
     current keys yet (its deploy did not reach it): the key made primary now must have
     been on every host as the staged one ("distribute before use")."""
     from . import keys
-    pillars = args.master.pillars(args.master.preflight()) if args.master else {None: _validated_pillar(args)}
-    prefix = next(iter(pillars.values()))["kolla"]["settings"]["container_name_prefix"]
+    declared = args.master.declaration(args.master.preflight()) if args.master \
+        else {None: {"services": _validated_pillar(args)["kolla"]["services"]}}
+    prefix = _settings(args)["container_name_prefix"]
     rotating = []
     for service, repositories in keys.declared().items():
-        hosts = sorted(h for h, p in pillars.items() if any(s["name"] == service for s in p["kolla"]["services"]))
+        hosts = sorted(h for h, d in declared.items() if any(s["name"] == service for s in d["services"]))
         for name, entry in repositories.items():
             if "rotate" not in entry or not hosts:
                 continue
@@ -372,20 +374,19 @@ def cmd_rotate_keys(args):
     return cmd_deploy(args)
 
 
-def _all_hosts(pillars):
-    """One pillar-shaped view of every host's services (each once, in deploy order),
-    for _select and what a release rollback stops first."""
+def _all_services(hosts):
+    """Every host's services (each once, in deploy order) of {host: {"services": its
+    entries}} (a declaration, Master.declaration): for _select and what a release
+    rollback stops first."""
     from .tree import service_order
     order = {service: index for index, (_, service) in enumerate(service_order())}
-    services = {s["name"]: s for p in pillars.values() for s in p["kolla"]["services"]}
-    return {"kolla": {"services": sorted(services.values(), key=lambda s: order[s["name"]]),
-                      "settings": next(iter(pillars.values()))["kolla"]["settings"]}}
+    services = {s["name"]: s for declared in hosts.values() for s in declared["services"]}
+    return sorted(services.values(), key=lambda s: order[s["name"]])
 
 
-def _selected_names(pillars, services_arg):
+def _selected_names(hosts, services_arg):
     """The --services names, checked against what runs on some host ([] for all)."""
-    return [s["name"] for s in _select(_all_hosts(pillars)["kolla"]["services"], _split(services_arg))] \
-        if services_arg else []
+    return [s["name"] for s in _select(_all_services(hosts), _split(services_arg))] if services_arg else []
 
 
 # How a real walk through a master goes (kolla_salt.rollout.walk), for the operator.
@@ -395,16 +396,16 @@ WALKS = {"deploy": "a prediction first, then each set where it changes something
                     "on the health of the one before"}
 
 
-def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=False):
+def _orchestrate(args, sls, facts, hosts, names, extra_pillar=None, predict=False):
     """deploy/upgrade through a salt-master, after its preflight (the hosts' `facts`):
-    walks the set tree across hosts (`pillars`: what each host gets, validated).
+    walks the set tree across hosts (`hosts`: what each gets, Master.declaration).
     With `predict` (a deploy), every host predicts first (Master.predict): that
     answers --test, and a deploy that would change nothing, without a walk."""
     from .pins import load_pins
     from .master import host_returns, step_failure, step_note, step_timing
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
-    for host, pillar in sorted(pillars.items()):
-        print(f"[{command}] {host}: " + (", ".join(s["name"] for s in pillar["kolla"]["services"]
+    for host, declared in sorted(hosts.items()):
+        print(f"[{command}] {host}: " + (", ".join(s["name"] for s in declared["services"]
                                                     if not names or s["name"] in names) or "nothing"))
     for pin in load_pins(args.config_dir).describe():
         print(f"[{command}] pins.yml: {pin}")
@@ -412,10 +413,10 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=Fa
     # change anything) no walk is needed.
     # Each host's prediction checks it first (kolla.deploy's first states) and refuses
     # before the walk changes anything anywhere.
-    predicted = args.master.predict(sorted(pillars), names, args.allow_release_jump) if predict else {}
+    predicted = args.master.predict(sorted(hosts), names, args.allow_release_jump) if predict else {}
     _refused(predicted)
-    if predict and set(predicted) == set(pillars) and (args.test or not changing_hosts(predicted)):
-        return _predicted(args, command, facts, pillars, names, predicted)
+    if predict and set(predicted) == set(hosts) and (args.test or not changing_hosts(predicted)):
+        return _predicted(args, command, facts, hosts, names, predicted)
     how = "one state run on every host: a prediction has no order to keep" if args.test else WALKS[command]
     print(f"[{command}] {'checking' if args.test else 'running'} salt-run state.orchestrate {sls} ({how})", flush=True)
     ok, steps = args.master.orchestrate(sls, {**({"kolla_services": names} if names else {}),
@@ -432,8 +433,8 @@ def _orchestrate(args, sls, facts, pillars, names, extra_pillar=None, predict=Fa
         if failure:
             failed += 1
             print(f"FAILED  {step['__id__']}: {failure}")   # a runner step's name is its function
-    print(f"[{command}] {len(steps)} step(s) on {len(pillars)} host(s): {changed} changed, {failed} failed")
-    return _after_walk(args, command, facts, pillars, names, ok and failed == 0)
+    print(f"[{command}] {len(steps)} step(s) on {len(hosts)} host(s): {changed} changed, {failed} failed")
+    return _after_walk(args, command, facts, hosts, names, ok and failed == 0)
 
 
 def _summarise_hosts(by_host):
@@ -446,29 +447,31 @@ def _summarise_hosts(by_host):
     return changed, failed
 
 
-def _predicted(args, command, facts, pillars, names, predicted):
+def _predicted(args, command, facts, hosts, names, predicted):
     """A deploy through a master answered by its prediction: what each host would
     change (--test), or that none would (no walk)."""
     print(f"[{command}] predicted: kolla.deploy under test=True on every host at once")
     changed, failed = _summarise_hosts(predicted)
     if not args.test:
         print(f"[{command}] {describe({})}")
-    print(f"[{command}] {len(pillars)} host(s): {changed} changed, {failed} failed")
-    return _after_walk(args, command, facts, pillars, names, failed == 0)
+    print(f"[{command}] {len(hosts)} host(s): {changed} changed, {failed} failed")
+    return _after_walk(args, command, facts, hosts, names, failed == 0)
 
 
-def _after_walk(args, command, facts, pillars, names, ok):
+def _after_walk(args, command, facts, hosts, names, ok):
     """What follows a walk through a master: the minions whose pillar changed take it,
     and after a deploy of keystone the client files say where it is."""
     if not args.test:
-        refreshed = args.master.refresh_pillars(pillars, facts)
+        refreshed = args.master.refresh_pillars(hosts)
         if refreshed:
             print(f"[{command}] pillar refreshed on {', '.join(refreshed)} (what their minions hold changed)")
-    keystone_hosts = [p for _, p in sorted(pillars.items()) if any(s["name"] == "keystone" for s in p["kolla"]["services"])]
+    keystone_hosts = [h for h, declared in sorted(hosts.items()) if any(s["name"] == "keystone"
+                                                                        for s in declared["services"])]
     if ok and not args.test and keystone_hosts and (not names or "keystone" in names):
         from .clouds import write_client_files
-        for path in write_client_files(args.config_dir, keystone_hosts[0]["kolla"]["settings"],
-                                       keystone_hosts[0]["kolla"]["passwords"]):
+        from .settings import load_passwords
+        for path in write_client_files(args.config_dir, _host_settings(args, facts[keystone_hosts[0]]["interfaces"]),
+                                       load_passwords(args.config_dir)):
             print(f"[{command}] wrote {path}")
     return 0 if ok else 1
 
@@ -513,15 +516,16 @@ def _refused(by_host):
         raise KollaError("; ".join(kept) + "; nothing was changed")
 
 
-def _host_settings(args):
-    """This host's settings with its facts (addresses), as its pillar holds them,
-    without compiling the pillar (the deploy's salt-call does)."""
+def _host_settings(args, interfaces=None):
+    """A host's settings with its facts (addresses), as its pillar holds them, without
+    compiling the pillar (the deploy's salt-call does): this host's, or the one with
+    `interfaces` (a minion's, from its facts)."""
     from .hostfacts import host_facts, interface_address, local_interfaces
     warnings = []
     settings = _settings(args, warnings)
     for warning in warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    return {**settings, **host_facts(settings, interface_address(settings, local_interfaces()))}
+    return {**settings, **host_facts(settings, interface_address(settings, interfaces or local_interfaces()))}
 
 
 def _deploy(args, extra_pillar=None):
@@ -588,8 +592,8 @@ def cmd_upgrade(args):
         _release(args.release)
     if args.master:
         facts = args.master.preflight()
-        old_pillars = args.master.pillars(facts)
-        declared = _all_hosts(old_pillars)["kolla"]["services"]
+        old = args.master.declaration(facts)
+        declared = _all_services(old)
     else:
         declared = _declared_here(args)
     services = _select(declared, _split(args.services))
@@ -600,15 +604,16 @@ def cmd_upgrade(args):
     names = [s["name"] for s in services]
     everything = not (args.services or args.set)
     if args.master:   # each host's engine is its own: what runs there came with its facts
-        _check_through_master(old_pillars, facts, names, args.allow_release_jump, args.release)
-    new = []
+        _check_through_master(old, facts, names, args.allow_release_jump, args.release)
+    new, hosts = [], {}
 
     def check():
         """The new declaration before it is kept (refused: taken back): through a master
-        where its services run, on one host what it names (a release jump refused, an
-        allowed one the deploy that follows says)."""
+        where its services run and every host's pillar, on one host what it names (a
+        release jump refused, an allowed one the deploy that follows says)."""
         if args.master:
-            return _validate_declaration(args.config_dir, args.master)
+            _validate_declaration(args.config_dir, args.master)
+            return hosts.update(args.master.declaration(facts))
         new.extend(s for s in _declared_here(args) if s["name"] in names)
         if not args.allow_release_jump:
             _check_here(new, allow_jump=False)
@@ -628,10 +633,9 @@ def cmd_upgrade(args):
         for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
             del pins.services[name]
     args.test = False
-    if args.master:   # the new declaration; hosts pull the new images from docker_registry
-        pillars = args.master.pillars(facts)
-        _backup_before_migrations_through_master(args, facts, pillars, names)
-        return _orchestrate(args, "kolla.upgrade", facts, pillars, names, {"kolla_batch": args.batch})
+    if args.master:   # hosts pull the new images from docker_registry
+        _backup_before_migrations_through_master(args, facts, hosts, names)
+        return _orchestrate(args, "kolla.upgrade", facts, hosts, names, {"kolla_batch": args.batch})
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in new), flush=True)
     from .build import Builder, image_folder
     from .settings import settings_for_release
@@ -647,12 +651,12 @@ def cmd_upgrade(args):
         raise
 
 
-def _backup_before_migrations_through_master(args, facts, pillars, names):
+def _backup_before_migrations_through_master(args, facts, hosts, names):
     """The same through a master: a backup of the Galera cluster (or the one database
     host) when a container of `names` on any host changes release."""
     from .backup import changing_releases
-    changing = set().union(*(changing_releases([s for s in pillar["kolla"]["services"] if s["name"] in names],
-                                                facts[host]["releases"]) for host, pillar in pillars.items()))
+    changing = set().union(*(changing_releases([s for s in declared["services"] if s["name"] in names],
+                                                facts[host]["releases"]) for host, declared in hosts.items()))
     if changing and args.master.members("mariadb", facts)[0]:
         _backup(args, f"before the upgrade to {', '.join(sorted(changing))} (kolla-salt upgrade)")
 
@@ -1265,7 +1269,7 @@ def cmd_mariadb_restore(args):
     code = 0
     if args.master:
         args.services, args.test = None, False
-        code = _orchestrate(args, "kolla.deploy", facts, args.master.pillars(facts), [])
+        code = _orchestrate(args, "kolla.deploy", facts, args.master.declaration(facts), [])
     print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
           f"{args.backup} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}"
           + (f" of {before['host']}" if before.get("host") else ""))
@@ -1296,22 +1300,22 @@ def _rollback_release(args):
     if _restore_checked(args, members, host, name, back) is None:
         return 1
     started = time.monotonic()
-    compiled = {}
+    hosts = {}
 
     def check():
-        """The whole declaration validates before the database goes back. On one host
-        its pillar is kept for what stops first, and the images of the release gone
-        back to must be here (a master's hosts pull theirs)."""
-        compiled[None] = _validate_declaration(args.config_dir, args.master)
-        if not args.master:
-            _check_images(compiled[None]["kolla"]["services"])
+        """The whole declaration validates before the database goes back: every host's
+        pillar. On one host it is kept for what stops first, and the images of the
+        release gone back to must be here (a master's hosts pull theirs)."""
+        compiled = _validate_declaration(args.config_dir, args.master)
+        if args.master:
+            return hosts.update(args.master.declaration(facts))
+        hosts[None] = {"services": compiled["kolla"]["services"]}
+        _check_images(hosts[None]["services"])
     with _declaring(args.config_dir, check) as (user_globals, pins):
         user_globals["openstack_release"] = args.release
         pins.services.clear()
         pins.containers.clear()
-    pillars = args.master.pillars(facts) if args.master else compiled
-    every = _all_hosts(pillars)["kolla"]
-    first = _stopped_first(args, every["services"], every["settings"],
+    first = _stopped_first(args, _all_services(hosts), _settings(args),
                            {key.split(":", 1)[-1]: release for key, release in running.items()})
     before = _restored(args, target, host, name, first, writers_back=False)
     if before is None:
@@ -1319,8 +1323,8 @@ def _rollback_release(args):
     args.services, args.test = None, False
     args.allow_release_jump = f"the database went back to backup {name}"
     if args.master:
-        _check_through_master(pillars, facts, [], args.allow_release_jump)
-        code = _orchestrate(args, "kolla.deploy", facts, pillars, [])
+        _check_through_master(hosts, facts, [], args.allow_release_jump)
+        code = _orchestrate(args, "kolla.deploy", facts, hosts, [])
     else:
         code = _deploy(args)
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "

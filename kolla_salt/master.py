@@ -106,7 +106,7 @@ class Master:
 
     # -- before anything changes ------------------------------------------------------
     def preflight(self):
-        """Checks the hosts before a change; returns their facts, from which `pillars`
+        """Checks the hosts before a change; returns their facts, from which `declaration`
         builds (and validates) what each host gets."""
         from .roles import apis_out_of_reach, placed_on, placement
         from .settings import load_settings
@@ -145,12 +145,12 @@ class Master:
             return [], None
         return placed_on(step["hosts"], sorted(hosts)), step
 
-    def check_galera(self, facts, pillars):
+    def check_galera(self, facts, hosts):
         """A deploy that would have to found a Galera cluster from a member that may lack
         committed rows is refused here, before anything changes (kolla_salt.galera.plan;
         the runner decides the same again when it starts the members). A host's facts
-        say what its member holds where the pillar it holds declares the member
-        `pillars` gives it; the others are asked."""
+        say what its member holds where the pillar it holds declares the member its
+        pillar now declares (`hosts`: the declaration); the others are asked."""
         from . import galera
         members, _ = self.members("mariadb", facts)
         if len(members) < 2:
@@ -158,8 +158,7 @@ class Master:
         said = {}
         for host in members:
             held = dict((facts.get(host) or {}).get("galera") or {})
-            service = next(s for s in pillars[host]["kolla"]["services"] if s["name"] == "mariadb")
-            if held.pop("spec", None) == galera.spec_digest(service):
+            if held.pop("spec", None) == hosts[host]["galera_spec"]:
                 said[host] = held
         asked = [host for host in members if host not in said]
         galera.plan({**said, **(self.returns(asked, "kolla_galera.facts", timeout=60) if asked else {})}, members)
@@ -173,21 +172,30 @@ class Master:
         except json.JSONDecodeError:
             raise KollaError(f"salt-run {function}: {(proc.stderr or proc.stdout).strip()[-2000:]}")
 
-    def pillars(self, facts):
-        """{host: the pillar the master gives it}, built here from the operator folder
-        with each host's interfaces; a problem names the host, the file and the key."""
-        from .inventory import build_pillar
+    def declaration(self, facts):
+        """{host: what the declaration gives it}: `services`, the entries the CLI reads
+        (kolla_salt.roles.declared_services: from the folders' definitions, no file
+        rendered and no secret read), and what the pillar Salt compiles for the host
+        says of itself (kolla_container.declaration: whether the minion holds it, the
+        Galera member's digest). Refused, naming the host, the file and the key, when
+        a host's pillar does not compile."""
+        from .pins import load_pins
+        from .roles import declared_services
+        from .settings import load_settings
         folder = self.operator_folder()
-        problems, pillars = [], {}
-        for host, found in sorted(facts.items()):
-            try:
-                pillars[host] = build_pillar(folder, minion_id=host, interfaces=found["interfaces"],
-                                             peer_interfaces={h: f["interfaces"] for h, f in facts.items()})
-            except ValidationError as error:
-                problems.extend(f"host {host}: {problem}" for problem in error.problems)
+        settings, pins = load_settings(folder), load_pins(folder)
+        said = self.returns(sorted(facts), "kolla_container.declaration", timeout=120)
+        problems = []
+        for host in sorted(facts):
+            found = said.get(host)
+            if isinstance(found, dict):
+                problems.extend(f"host {host}: {problem}" for problem in found["problems"])
+            else:   # Salt's words when the function failed: their last line says why
+                problems.append(f"host {host}: its salt-minion did not say what its pillar holds "
+                                f"({str(found or 'no answer').strip().splitlines()[-1]})")
         if problems:
             raise ValidationError(problems)
-        return pillars
+        return {host: {**said[host], "services": declared_services(settings, pins, host)} for host in sorted(facts)}
 
     def host_facts(self):
         """{accepted minion: its kolla_container.facts, None when it does not answer};
@@ -212,14 +220,13 @@ class Master:
         return self.returns(list(hosts), "state.sls", "kolla.deploy", "test=True",
                             *([f"pillar={json.dumps(pillar)}"] if pillar else []), timeout=PREDICT_SECONDS)
 
-    def refresh_pillars(self, pillars, facts):
+    def refresh_pillars(self, hosts):
         """Minions take their beacons (the health loop) and settings from pillar: a
-        host whose pillar changed since it took it (its facts' digest) is refreshed,
-        and waited for (bounded), so what a host holds once the command returns is
-        what was declared. The others are left alone: a refresh reloads a minion's
-        modules, about a second of CPU each. Returns the hosts refreshed."""
-        changed = [host for host, pillar in sorted(pillars.items())
-                   if (facts.get(host) or {}).get("pillar") != held_digest(pillar)]
+        host that does not hold what was declared (`hosts`: the declaration) is
+        refreshed, and waited for (bounded), so what a host holds once the command
+        returns is what was declared. The others are left alone: a refresh reloads a
+        minion's modules, about a second of CPU each. Returns the hosts refreshed."""
+        changed = [host for host, declared in sorted(hosts.items()) if not declared["held"]]
         if changed:
             self.command("salt", "-L", ",".join(changed), "saltutil.refresh_pillar", "wait=True", "-t", 30,
                          timeout=30)

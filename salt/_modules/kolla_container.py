@@ -211,6 +211,22 @@ def facts():
             "galera": None if error else __salt__["kolla_galera.held_facts"]()}
 
 
+def declaration():
+    """What the pillar the master compiles for this host now says, told without its
+    secrets (kolla_salt.master.Master.declaration): the operator files' problems,
+    whether the minion already holds it (else a refresh is due once the change is
+    made) and the digest of the Galera member it declares. The pillar is compiled by
+    Salt as every state run compiles it, with this host's grains."""
+    from kolla_salt.galera import spec_digest
+    from kolla_salt.master import held_digest
+    fresh = __salt__["pillar.items"](unmask=True)   # plain values, as held_digest reads the held one
+    if "kolla" not in fresh:
+        return {"problems": fresh.get("kolla_problems") or fresh.get("_errors") or ["the kolla pillar is empty"]}
+    mariadb = next((s for s in fresh["kolla"]["services"] if s["name"] == "mariadb"), None)
+    return {"problems": [], "held": held_digest(fresh) == held_digest(dict(__pillar__)),
+            "galera_spec": spec_digest(mariadb) if mariadb else None}
+
+
 @_refusal
 def status():
     """This host's managed containers in tree order (kolla_salt.status.collect) and its

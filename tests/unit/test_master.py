@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from kolla_salt import galera
-from kolla_salt.errors import KollaError
+from kolla_salt.errors import KollaError, ValidationError
 from kolla_salt.inventory import build_pillar
 from kolla_salt.master import Master, held_digest
 from operator_files import write_secrets
@@ -44,18 +44,43 @@ def test_galera_is_asked_again_only_where_the_held_member_is_not_the_one_declare
     monkeypatch.setattr(master, "returns", lambda hosts, function, timeout: asked.extend(hosts) or
                         {h: {"data": True, "state": "down", "grastate": {}} for h in hosts})
     synced = {"data": True, "state": "synced", "grastate": {}}
-    pillars = {h: {"kolla": {"services": [mariadb("mariadb")]}} for h in ("host1", "host2", "host3")}
+    declared = {h: {"galera_spec": galera.spec_digest(mariadb("mariadb"))} for h in ("host1", "host2", "host3")}
     held = {**synced, "spec": galera.spec_digest(mariadb("mariadb"))}
     facts = {"host1": {"galera": held}, "host2": {"galera": held},
              "host3": {"galera": {**synced, "spec": galera.spec_digest(mariadb("other"))}}}
-    master.check_galera(facts, pillars)
+    master.check_galera(facts, declared)
     assert asked == ["host3"]
     # What host3 says now decides: with no member synced and data on every host, refused.
     asked.clear()
-    facts = {h: {"galera": None} for h in pillars}
+    facts = {h: {"galera": None} for h in declared}
     with pytest.raises(galera.GaleraRefused):
-        master.check_galera(facts, pillars)
+        master.check_galera(facts, declared)
     assert asked == ["host1", "host2", "host3"]
+
+
+def test_a_declaration_a_host_cannot_compile_is_refused_naming_the_host_and_a_refresh_goes_where_due(
+        tmp_path, monkeypatch):
+    """What each minion's pillar says of itself (kolla_container.declaration): its
+    problems, named with the host, refuse the command; a minion that holds another
+    pillar than the one declared is refreshed after the change, the others are not."""
+    write_secrets(tmp_path)
+    (tmp_path / "globals.yml").write_text(yaml.safe_dump({"network_interface": "eth0"}))
+    (tmp_path / "master").write_text(yaml.safe_dump({"kolla_config_dir": str(tmp_path)}))
+    master, said, refreshed = Master(tmp_path), {}, []
+    monkeypatch.setattr(master, "returns", lambda hosts, function, timeout: said)
+    monkeypatch.setattr(master, "command", lambda *args, timeout: refreshed.append(args))
+    facts = {"host1": {}, "host2": {}}
+    said.update(host1={"problems": ["globals.yml: key 'x' is wrong"]}, host2="Traceback...\nKeyError: 'kolla'")
+    with pytest.raises(ValidationError) as refused:
+        master.declaration(facts)
+    assert refused.value.problems == ["host host1: globals.yml: key 'x' is wrong",
+                                      "host host2: its salt-minion did not say what its pillar holds (KeyError: 'kolla')"]
+    said.update(host1={"problems": [], "held": True, "galera_spec": None},
+                host2={"problems": [], "held": False, "galera_spec": None})
+    hosts = master.declaration(facts)
+    assert "keystone" in [s["name"] for s in hosts["host1"]["services"]]   # the folders' definitions
+    assert master.refresh_pillars(hosts) == ["host2"]
+    assert refreshed[0][:4] == ("salt", "-L", "host2", "saltutil.refresh_pillar")
 
 
 def test_an_orchestration_returns_its_steps_past_salts_marks_and_says_what_is_no_step(monkeypatch):
