@@ -227,7 +227,7 @@ def test_through_a_master_the_backend_certificate_covers_every_hosts_api_address
 
     from cryptography import x509
 
-    from kolla_salt.cli import cmd_certificates
+    from kolla_salt.cli.prepare import cmd_certificates
 
     class Master:   # the facts a salt-master's hosts give (kolla_container.facts)
         def host_facts(self):

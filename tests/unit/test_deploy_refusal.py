@@ -1,8 +1,8 @@
 """What kolla.deploy's first states say becomes the deploy's verdict before anything
-changes (kolla_salt.cli._refused): on one host or on each host of a prediction."""
+changes (kolla_salt.cli.converge._refused): on one host or on each host of a prediction."""
 import pytest
 
-from kolla_salt.cli import CHECKS_STATE, IN_USE_STATE, _refused
+from kolla_salt.cli.converge import CHECKS_STATE, IN_USE_STATE, _refused
 from kolla_salt.errors import KollaError, ValidationError
 
 

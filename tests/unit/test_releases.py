@@ -44,7 +44,7 @@ def service(name, release, *containers, pinned=()):
 
 def test_a_jump_on_any_host_is_refused_naming_that_host():
     """Through a master each host's running releases come from its facts."""
-    from kolla_salt.cli import _check_release_paths
+    from kolla_salt.cli.converge import _check_release_paths
     from kolla_salt.errors import ValidationError
     hosts = {"host1": ([service("keystone", "2026.1", "keystone")], {"keystone": "2026.1"}),
              "host2": ([service("keystone", "2026.1", "keystone")], {"keystone": "2026.2"}),

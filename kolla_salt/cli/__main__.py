@@ -1,0 +1,6 @@
+"""python -m kolla_salt.cli"""
+import sys
+
+from . import main
+
+sys.exit(main())

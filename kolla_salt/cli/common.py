@@ -1,0 +1,197 @@
+"""What every command of the CLI shares: the operator's settings, the road to the hosts
+(this one as a master of one, or a salt-master's minions), how a host is named in a line."""
+import socket
+import sys
+
+from .. import healthloop
+from ..errors import KollaError, ValidationError
+
+
+def _settings(args, warnings=None):
+    from ..settings import load_settings
+    return load_settings(args.config_dir, warnings)
+
+
+def _client():
+    import docker
+    return docker.from_env(timeout=600)
+
+
+def _validated_pillar(args):
+    """Validates every operator file; prints warnings; raises ValidationError."""
+    from ..inventory import build_pillar
+    warnings = []
+    pillar = build_pillar(args.config_dir, minion_id=socket.gethostname(), warnings=warnings)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return pillar
+
+
+def _declared_here(args):
+    """This host's services as the declaration names them, without compiling the
+    pillar (kolla_salt.roles.declared_services)."""
+    from ..pins import load_pins
+    from ..roles import declared_services
+    return declared_services(_settings(args), load_pins(args.config_dir), socket.gethostname())
+
+
+def _select(services, names, where="--services"):
+    """The entries of `services` (the pillar's, or kolla_salt.roles.declared_services')
+    that `names` name (all when empty); a name none has is refused."""
+    from ..preflight import unknown_services
+    unknown = unknown_services([s["name"] for s in services], names, where)
+    if unknown:
+        raise ValidationError(unknown)
+    return [s for s in services if not names or s["name"] in names]
+
+
+def _split(text):
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def _release(name):
+    from ..releases import load_releases
+    releases = load_releases()
+    if name not in releases:
+        raise ValidationError([f"--release: unknown release '{name}' (known: {', '.join(releases)})"])
+    return releases[name]
+
+
+def _check_images(services):
+    """Every image `services` run is on this host (kolla_salt.preflight.missing_images)."""
+    from ..preflight import missing_images
+    missing = missing_images(_client(), services)
+    if missing:
+        raise ValidationError(missing)
+
+
+def summarise(data, out=print):
+    """Prints what changed and what failed; returns (changed, failed, total)."""
+    if not isinstance(data, dict):
+        out(str(data))
+        return 0, 1, 0
+    changed = failed = 0
+    for _, ret in sorted(data.items(), key=lambda item: item[1].get("__run_num__", 0)):
+        if ret.get("result") is False:
+            failed += 1
+            out(f"FAILED  {ret.get('name')}: {ret.get('comment')}")
+        elif ret.get("changes"):
+            changed += 1
+            word = "WOULD" if ret.get("result") is None else "changed"
+            out(f"{word:7} {ret.get('name')}: {ret.get('comment')}")
+            for key, value in ret["changes"].items():
+                out(f"          {key}: {value}")
+    return changed, failed, len(data)
+
+
+def _host_settings(args, interfaces=None):
+    """A host's settings with its facts (addresses), as its pillar holds them, without
+    compiling the pillar (the deploy's salt-call does): this host's, or the one with
+    `interfaces` (a minion's, from its facts)."""
+    from ..hostfacts import host_facts, interface_address, local_interfaces
+    warnings = []
+    settings = _settings(args, warnings)
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    return {**settings, **host_facts(settings, interface_address(settings, interfaces or local_interfaces()))}
+
+
+def _ensure_health_loop(args, settings, command):
+    """After containers changed, the loop watches them (whatever the outcome:
+    a failed upgrade leaves the restored containers to watch)."""
+    schedule = healthloop.backup_schedule(settings, args.config_dir)
+    if not settings["enable_health_loop"] and not schedule:
+        if healthloop.stop_health_daemon(settings):
+            print(f"[{command}] health loop: stopped (enable_health_loop is false)")
+        return
+    daemon = healthloop.ensure_health_daemon(settings, config_dir=args.config_dir)
+    print(f"[{command}] health loop: {'started' if daemon['started'] else 'running'} (pid {daemon['pid']}, "
+          + (f"check every {settings['health_check_interval']} s, restart after "
+             f"{settings['health_failure_threshold']} failures" if settings["enable_health_loop"]
+             else "no checks: enable_health_loop is false")
+          + (f"; a database backup when the newest is {settings['mariadb_backup_interval_minutes']} minutes old, "
+             f"{settings['mariadb_backups_kept']} scheduled ones kept" if schedule else "")
+          + f"; log {healthloop.daemon_root(settings) / 'minion.log'})")
+
+
+def _host_and_container(args):
+    """HOST:CONTAINER, as `logs` and `rollback` take them through a master."""
+    host, _, container = args.container.partition(":")
+    if not container or not host:
+        raise ValidationError([f"{args.command}: through a master, name the host: HOST:CONTAINER "
+                               f"(got '{args.container}')"])
+    return host, container
+
+
+def _road(args):
+    """Where a host action goes: through the master to every host, or to this host as
+    a master of one (salt-call --local). Either calls the same kolla_container function.
+    Made once per command (one host's reads and validates the operator's files)."""
+    if args.master:
+        return args.master
+    if getattr(args, "here", None) is None:
+        from ..saltcall import Here
+        from ..settings import load_passwords
+        args.here = Here(args.config_dir, _settings(args)["kolla_state_directory"],
+                         load_passwords(args.config_dir).values())
+    return args.here
+
+
+def _one_host(args, host, function, *function_args):
+    """FUNCTION's return on `host` (None: this one) through _road; fails when a
+    master's host does not answer."""
+    found = _road(args).returns(host, function, *function_args, timeout=600)
+    if host not in found:
+        raise KollaError(f"{args.command}: host {host} does not answer the master")
+    return found[host]
+
+
+def _on(host):
+    """The prefix naming the host a line is about (none on one host)."""
+    return f"{host}: " if host else ""
+
+
+def _host_name(host):
+    """A host in a sentence: its name, or `this host` on one host (None, _road's key)."""
+    return host or "this host"
+
+
+def _on_every_host(args, action, *action_args, synced=False):
+    """{host: its return} of kolla_container.ACTION on every host (_road), through a
+    master the hosts running older Salt modules synced first (unless `synced`); fails
+    naming the hosts that did not do it (the others did: each host's part is whole on
+    its own, and the same command again completes the rest)."""
+    if args.master and not synced:
+        args.master.host_facts()
+    found = _road(args).ask_all(f"kolla_container.{action}", *action_args, timeout=600)
+    failed = {host: ret for host, ret in found.items() if not isinstance(ret, (dict, list))}
+    if failed:
+        raise KollaError(f"{action}: " + "; ".join(
+            f"{host}: {str(ret).strip().splitlines()[-1] if ret else 'its salt-minion does not answer the master'}"
+            for host, ret in sorted(failed.items())))
+    return found
+
+
+def _host_facts(args):
+    """{host: its kolla_container.facts}: through a master after its checks before a
+    change (Master.preflight), or this host's (keyed None)."""
+    return args.master.preflight() if args.master else _road(args).host_facts()
+
+
+def _confirmed(args):
+    """--yes-i-really-mean-it, or the operator types yes."""
+    if args.yes_i_really_mean_it:
+        return True
+    try:
+        answer = input("Type 'yes' to go on: ").strip()
+    except EOFError:
+        answer = ""
+    if answer != "yes":
+        print(f"{args.command}: nothing done")
+    return answer == "yes"
+
+
+def _refusal_of(ret):
+    """Why a host did not do what it was asked, from its return (a minion says a
+    refusal as "ERROR: why"; None: it did not answer)."""
+    return str(ret).strip().removeprefix("ERROR: ") if ret else "no answer"

@@ -1,0 +1,292 @@
+"""The database: backups, restores, Galera recovery, and the release rollback that
+puts the database back with the containers."""
+import json
+import time
+
+from .. import healthloop
+from ..errors import KollaError, ValidationError
+from .common import _check_images, _confirmed, _host_facts, _host_name, _on, _one_host, _refusal_of, _release, _road
+from .common import _settings, summarise
+from .converge import _all_services, _check_through_master, _deploy, _orchestrate
+from .declaring import _declaring, _validate_declaration
+
+
+def cmd_mariadb_recovery(args):
+    """Brings a Galera cluster back after every member stopped: finds the member with
+    the highest committed position, bootstraps from it, rejoins the others one at a
+    time (salt/_runners/kolla_galera.py)."""
+    if not args.master:
+        raise ValidationError(["mariadb-recovery: Galera runs on several hosts; give --master DIR or --lab NAME"])
+    members, step = args.master.members("mariadb", args.master.preflight())
+    if len(members) < 2:
+        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on {', '.join(members) or 'no host'}: "
+                               f"a Galera cluster needs at least 2 hosts (roles.mariadb or the control role)"])
+    print(f"[mariadb-recovery] stopping the members on {', '.join(members)}, reading their committed positions",
+          flush=True)
+    ok, result = args.master.run("kolla_galera.recover", target=step["target"])
+    result = result if isinstance(result, dict) else {"error": str(result)}
+    for host, found in sorted((result.get("positions") or {}).items()):
+        print(f"[mariadb-recovery] {host}: " + (f"seqno {found['seqno']} of cluster {found['uuid']}"
+                                                if found.get("data") else "no data"))
+    if result.get("plan"):
+        print(f"[mariadb-recovery] bootstrapping from {result['plan']['bootstrap']}, then "
+              f"{', '.join(result['plan']['order'][1:])} one at a time")
+    failed = 0
+    for host, states in sorted((result.get("ret") or {}).items()):
+        failed += summarise(states, out=lambda line, host=host: print(f"{host}: {line}"))[1]
+    if result.get("error") or not ok:
+        print(f"[mariadb-recovery] FAILED: {result.get('error') or 'salt-run kolla_galera.recover failed'}")
+        return 1
+    print(f"[mariadb-recovery] the cluster is back: {len(members)} members Synced in {result.get('seconds')} s")
+    return 0 if failed == 0 else 1
+
+
+def _backup(args, why, incremental=False):
+    """Takes a backup of the database, through a master (the runner kolla_galera) or on
+    this host as a master of one (kolla_backup.take_here through salt-call); returns
+    its manifest. `why` goes as JSON: Salt reads a bare argument as YAML."""
+    if args.master:
+        return _backup_through_master(args, why, incremental)
+    return _road(args).ask_all("kolla_backup.take_here", json.dumps(why), incremental)[None]
+
+
+def _database_members(args, facts=None):
+    """(the hosts of mariadb, its placement target): through a master its minions, on
+    one host [None] (this host) when mariadb is enabled."""
+    if not args.master:
+        if not _settings(args)["enable_mariadb"]:
+            raise ValidationError([f"{args.config_dir}/globals.yml: mariadb is not deployed on this host "
+                                   f"(enable_mariadb)"])
+        return [None], None
+    members, step = args.master.members("mariadb", facts or args.master.preflight())
+    if not members:
+        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on no host (enable_mariadb, roles)"])
+    return members, step["target"]
+
+
+def _backup_through_master(args, why, incremental=False):
+    """kolla_galera.backup: the last Synced member is copied, desynced meanwhile; its
+    manifest (the backup stays on that host, the secrets on the master)."""
+    from ..backup import master_secrets
+    _, target = _database_members(args)
+    print(f"[mariadb-backup] copying the last Synced member of {target}", flush=True)
+    ok, result = args.master.run("kolla_galera.backup", target=target, why=json.dumps(why), incremental=incremental,
+                                 timeout=3700)
+    result = result if isinstance(result, dict) else {"error": str(result)}
+    if result.get("error") or not ok or not result.get("manifest"):
+        raise KollaError(result.get("error") or "salt-run kolla_galera.backup failed")
+    manifest = result["manifest"]
+    print(f"[mariadb-backup] {result['host']}: backup {manifest['name']} ({manifest['archive']['bytes'] >> 20} MiB "
+          f"in {manifest['seconds']} s" + (", the member desynced meanwhile" if manifest.get("desynced") else "")
+          + f"); the secrets its data needs: {master_secrets(args.config_dir, manifest['name'])}", flush=True)
+    return {**manifest, "host": result["host"]}
+
+
+def cmd_mariadb_backup(args):
+    """A backup of the database (kolla_salt.backup), or the list of those kept."""
+    from ..backup import backup_directory
+    if args.list and args.incremental:
+        raise ValidationError(["--list, --incremental: one or the other"])
+    if args.list:
+        directory = backup_directory(_settings(args))
+        for host, found in _backups_listed(args, _database_members(args)[0]).items():
+            print(f"backups in {directory}{f' on {host}' if host else ''}: {len(found)}")
+            for manifest in found:
+                kind = f"incremental of {manifest['base']}" if manifest["kind"] == "incremental" else "full"
+                print(f"{manifest['name']}\t{kind}\t{manifest['archive']['bytes'] >> 20} MiB\t"
+                      f"{manifest['seconds']} s\t{', '.join(sorted(set(manifest['releases'].values()))) or '-'}\t"
+                      f"{manifest['why']}")
+        return 0
+    manifest = _backup(args, "asked (kolla-salt mariadb-backup)", incremental=args.incremental)
+    print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
+    return 0
+
+
+def _backups_listed(args, members):
+    """{host: the manifests of its backups} of the database's hosts `members` ([None]:
+    this host) through _road (kolla_backup.list)."""
+    found = _road(args).returns(members, "kolla_backup.list", timeout=60)
+    silent = [h for h in members if not isinstance(found.get(h), list)]
+    if silent:
+        raise KollaError("mariadb-backup: " + ", ".join(map(_host_name, silent))
+                         + " did not list their backups ("
+                         + "; ".join(_refusal_of(found.get(h)).splitlines()[-1] for h in silent) + ")")
+    return {h: found[h] for h in members}
+
+
+def _restore_checked(args, members, host, name, releases):
+    """The manifest of backup `name` of `host` (None: this host) once its files check
+    out there (kolla_backup.find), it fits containers at `releases` and the operator
+    folder's secrets, and the operator agreed, told what the restore forgets while it
+    lives on (kolla_backup.forgotten); ValidationError naming the problems, or None if
+    not agreed. `members`: the database's hosts."""
+    from ..backup import backup_directory, master_secrets, release_problems, secret_problems
+    manifest = _one_host(args, host, "kolla_backup.find", json.dumps(name))
+    if not isinstance(manifest, dict):
+        raise ValidationError([f"{_on(host)}{_refusal_of(manifest)}"])
+    # Through a master the secrets stay beside the operator folder; on one host, beside the backup.
+    secrets = master_secrets(args.config_dir, name).parent if args.master else backup_directory(_settings(args)) / name
+    problems = release_problems(manifest, releases) + secret_problems(manifest, args.config_dir, secrets)
+    if problems:
+        raise ValidationError(problems)
+    whose = f"every member ({', '.join(members)})" if host else "this host"
+    print(f"This puts back the database of {whose} as "
+          f"backup {name}{f' of {host}' if host else ''} holds it ({manifest['taken']}, {manifest['why']}): "
+          f"everything written since is lost, though a backup of the data it replaces is taken first. The services "
+          f"that write to it are stopped meanwhile"
+          + ("; the other members are emptied and copy the restored one." if len(members) > 1 else "."))
+    found = _one_host(args, host, "kolla_backup.forgotten", json.dumps(name))
+    if not isinstance(found, dict):
+        raise KollaError(f"{_on(host)}{_refusal_of(found)}")
+    for what, (why, each) in found.items():
+        print(f"  {what} {why}: {', '.join(each)}")
+    return manifest if _confirmed(args) else None
+
+
+def _restored(args, target, host, name, first=(), writers_back=True):
+    """A backup of what it replaces, then the restore of backup `name` of `host`: the
+    writers stopped (after the services `first` names), the datadir and the job
+    records restored. On one host kolla_backup.restore_here through salt-call, which
+    starts the member and, `writers_back`, the writers again (a release rollback's
+    deploy starts them at the older release), the health loop's restarts paused
+    meanwhile; through a master the runner kolla_galera.restore, which founds the
+    cluster again from `host` (`target`: the members' placement, _database_members),
+    and a deploy after it starts the writers. Returns the
+    manifest of the backup of what it replaced, or None when it failed (said)."""
+    before = _backup(args, f"before restoring {name} (kolla-salt {args.command})")
+    if not args.master:
+        with healthloop.ledger(_settings(args)).paused_restarts():
+            _road(args).ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(args.command),
+                                writers_back, json.dumps(list(first)))
+        return before
+    print(f"[{args.command}] stopping the writers and the members, restoring on {host}", flush=True)
+    ok, result = args.master.run("kolla_galera.restore", target=target, host=json.dumps(host),
+                                 name=json.dumps(name), first=json.dumps(list(first)), timeout=3700)
+    result = result if isinstance(result, dict) else {"error": str(result)}
+    for each, names in sorted((result.get("stopped") or {}).items()):
+        print(f"[{args.command}] {each}: stopped {', '.join(names) if isinstance(names, list) else names}")
+    for line in result.get("said") or []:
+        print(f"[{args.command}] {host}: {line}")
+    for each, states in sorted((result.get("ret") or {}).items()):
+        summarise(states, out=lambda line, each=each: print(f"{each}: {line}"))
+    if result.get("error") or not ok:
+        print(f"[{args.command}] FAILED: {result.get('error') or 'salt-run kolla_galera.restore failed'}")
+        return None
+    print(f"[{args.command}] the members hold backup {name} ({result.get('seconds')} s); the deploy starts the "
+          f"writers again", flush=True)
+    return before
+
+
+def cmd_mariadb_restore(args):
+    """Puts the database back as backup NAME holds it: checks first, takes a backup of
+    what it replaces, stops the services that write to the database, restores the
+    datadir, starts them again (docs/operations.md: "Database backups"); through a
+    master the cluster is founded again from the member holding it."""
+    from ..backup import host_releases
+    facts = _host_facts(args)
+    members, target = _database_members(args, facts)
+    kept = _backups_listed(args, members)
+    # One host's kolla_backup.find says why a backup it does not list is not whole.
+    host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])),
+                members[0] if len(members) == 1 else False)
+    if host is False:
+        raise ValidationError([f"{args.backup}: no such backup on {', '.join(map(_host_name, members))} (backups: "
+                               + "; ".join(f"{_on(h)}{', '.join(m['name'] for m in kept[h]) or 'none'}"
+                                           for h in members) + ")"])
+    if _restore_checked(args, members, host, args.backup, host_releases(facts)) is None:
+        return 1
+    started = time.monotonic()
+    before = _restored(args, target, host, args.backup)
+    if before is None:
+        return 1
+    code = 0
+    if args.master:
+        args.services, args.test = None, False
+        code = _orchestrate(args, "kolla.deploy", facts, args.master.declaration(facts), [])
+    print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
+          f"{args.backup} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}"
+          + (f" of {before['host']}" if before.get("host") else ""))
+    return code
+
+
+def _rollback_release(args):
+    """rollback --release OLD, after an upgrade from OLD: the database as the newest
+    backup taken under OLD holds it (the upgrade took one before its migrations), then
+    every container at OLD; through a master the Galera cluster is founded again from
+    the member holding that backup, and every host deploys. Declared first
+    (openstack_release): killed half way, the same command completes it."""
+    from ..backup import host_releases, release_problems, taken_at
+    _release(args.release)
+    facts = _host_facts(args)
+    members, target = _database_members(args, facts)
+    running = host_releases(facts)
+    _newer_than(running, args.release)
+    back = {key: args.release for key in running}
+    kept = _backups_listed(args, members)
+    fitting = sorted(((taken_at(m), h, m["name"]) for h in members for m in kept[h] if not release_problems(m, back)),
+                     key=lambda found: found[0])
+    if not fitting:
+        raise ValidationError([f"--release {args.release}: no backup on {', '.join(map(_host_name, members))} was "
+                               f"taken under {args.release} (an upgrade takes one before its migrations): the "
+                               f"database cannot go back with the containers, so nothing was changed"])
+    _, host, name = fitting[-1]
+    if _restore_checked(args, members, host, name, back) is None:
+        return 1
+    started = time.monotonic()
+    hosts = {}
+
+    def check():
+        """The whole declaration validates before the database goes back: every host's
+        pillar. On one host it is kept for what stops first, and the images of the
+        release gone back to must be here (a master's hosts pull theirs)."""
+        compiled = _validate_declaration(args.config_dir, args.master)
+        if args.master:
+            return hosts.update(args.master.declaration(facts))
+        hosts[None] = {"services": compiled["kolla"]["services"]}
+        _check_images(hosts[None]["services"])
+    with _declaring(args.config_dir, check) as (user_globals, pins):
+        user_globals["openstack_release"] = args.release
+        pins.services.clear()
+        pins.containers.clear()
+    first = _stopped_first(args, _all_services(hosts), _settings(args),
+                           {key.split(":", 1)[-1]: release for key, release in running.items()})
+    before = _restored(args, target, host, name, first, writers_back=False)
+    if before is None:
+        return 1
+    args.services, args.test = None, False
+    args.allow_release_jump = f"the database went back to backup {name}"
+    if args.master:
+        _check_through_master(hosts, facts, [], args.allow_release_jump)
+        code = _orchestrate(args, "kolla.deploy", facts, hosts, [])
+    else:
+        code = _deploy(args)
+    print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
+          f"of backup {name}{f' of {host}' if host else ''} ({time.monotonic() - started:.0f} s); what it replaced "
+          f"is backup {before['name']}" + (f" of {before['host']}" if before.get("host") else ""))
+    return code
+
+
+def _stopped_first(args, services, settings, running):
+    """rollback --release: the services that stop before the writers
+    (kolla_salt.backup.back_first; `running`: {container: its release}), said. The
+    deploy after the restore starts them at the older release, after the services
+    they talk to."""
+    from ..backup import back_first
+    first = back_first(services, settings["container_name_prefix"],
+                       {name for name, release in running.items() if release != args.release})
+    if first:
+        print(f"[rollback] {', '.join(reversed(first))} stop first, then the services that write to the database "
+              f"(the reverse of the upgrade's order); they start again at {args.release} once the database is "
+              f"back", flush=True)
+    return first
+
+
+def _newer_than(running, release):
+    """Refused when nothing of `running` ({container: release}) is newer than `release`
+    (`rollback --release` goes back after an upgrade)."""
+    from ..releases import load_releases, series
+    releases = load_releases()
+    newer = sorted({r for r in running.values() if series(releases, r) > series(releases, release)})
+    if not newer:
+        raise ValidationError([f"--release: nothing runs a release newer than {release}: `rollback --release` goes "
+                               f"back after an upgrade (`upgrade --release` goes forward)"])
