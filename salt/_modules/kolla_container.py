@@ -195,19 +195,18 @@ def facts():
     """What a master checks before a change (kolla_salt.master): whether this host's
     Docker engine answers (engine_error: "" when it does), the release each managed
     container runs, its interfaces' IPv4 addresses, the version of the Salt
-    modules it runs, a digest of the pillar it holds (kolla_salt.master.held_digest)
-    and what its Galera member holds (kolla_galera.held_facts)."""
+    modules it runs and what its Galera member holds (kolla_galera.held_facts)."""
     import os
 
     import docker
 
-    from kolla_salt.master import held_digest, synced_version
+    from kolla_salt.master import synced_version
     from kolla_salt.releases import running_releases
     extmods = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     error = _engine_error()
     return {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
             "interfaces": __grains__.get("ip4_interfaces") or {},
-            "code": synced_version(lambda kind: os.path.join(extmods, kind)), "pillar": held_digest(dict(__pillar__)),
+            "code": synced_version(lambda kind: os.path.join(extmods, kind)),
             "galera": None if error else __salt__["kolla_galera.held_facts"]()}
 
 
