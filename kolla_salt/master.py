@@ -38,6 +38,24 @@ def synced_version(folder_of):
     return digest.hexdigest()[:16]
 
 
+def pillar_summary(pillar):
+    """What a host's compiled pillar says of itself, without its secrets: the digest
+    of what its minion keeps between state runs (held_digest), to compare with the
+    facts' digest of the one it holds, and of the Galera member it declares. Said by
+    each minion (kolla_container.declaration) and by each host's prediction (the
+    first state of kolla.deploy), so that the CLI builds no pillar."""
+    from .galera import spec_digest
+    mariadb = next((s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"), None)
+    return {"pillar": held_digest(pillar), "galera_spec": spec_digest(mariadb) if mariadb else None}
+
+
+def compared(facts, summary):
+    """A host's pillar_summary against its facts: whether its minion holds that pillar
+    already (else it is refreshed once the change is made) and the Galera member
+    digest (Master.check_galera)."""
+    return {"held": summary["pillar"] == (facts or {}).get("pillar"), "galera_spec": summary["galera_spec"]}
+
+
 def held_digest(pillar):
     """A digest of what a minion uses of the pillar it holds between state runs: kolla
     but its services, which each state run compiles afresh (the settings, the passwords
@@ -158,7 +176,7 @@ class Master:
         said = {}
         for host in members:
             held = dict((facts.get(host) or {}).get("galera") or {})
-            if held.pop("spec", None) == hosts[host]["galera_spec"]:
+            if held.pop("spec", None) == hosts[host].get("galera_spec"):
                 said[host] = held
         asked = [host for host in members if host not in said]
         galera.plan({**said, **(self.returns(asked, "kolla_galera.facts", timeout=60) if asked else {})}, members)
@@ -172,18 +190,23 @@ class Master:
         except json.JSONDecodeError:
             raise KollaError(f"salt-run {function}: {(proc.stderr or proc.stdout).strip()[-2000:]}")
 
-    def declaration(self, facts):
-        """{host: what the declaration gives it}: `services`, the entries the CLI reads
+    def declared(self, facts):
+        """{host: {"services": the entries the CLI reads}} of every host of `facts`
         (kolla_salt.roles.declared_services: from the folders' definitions, no file
-        rendered and no secret read), and what the pillar Salt compiles for the host
-        says of itself (kolla_container.declaration: whether the minion holds it, the
-        Galera member's digest). Refused, naming the host, the file and the key, when
-        a host's pillar does not compile."""
+        rendered and no secret read)."""
         from .pins import load_pins
         from .roles import declared_services
         from .settings import load_settings
         folder = self.operator_folder()
         settings, pins = load_settings(folder), load_pins(folder)
+        return {host: {"services": declared_services(settings, pins, host)} for host in sorted(facts)}
+
+    def declaration(self, facts):
+        """declared, with what the pillar Salt compiles for each host says of itself
+        (kolla_container.declaration, compared with the facts: whether the minion holds
+        it, the Galera member's digest): for a command without a prediction to say it.
+        Refused, naming the host, the file and the key, when a host's pillar does not
+        compile."""
         said = self.returns(sorted(facts), "kolla_container.declaration", timeout=120)
         problems = []
         for host in sorted(facts):
@@ -195,7 +218,8 @@ class Master:
                                 f"({str(found or 'no answer').strip().splitlines()[-1]})")
         if problems:
             raise ValidationError(problems)
-        return {host: {**said[host], "services": declared_services(settings, pins, host)} for host in sorted(facts)}
+        return {host: {**declared, **compared(facts[host], said[host])}
+                for host, declared in self.declared(facts).items()}
 
     def host_facts(self):
         """{accepted minion: its kolla_container.facts, None when it does not answer};
@@ -226,7 +250,7 @@ class Master:
         refreshed, and waited for (bounded), so what a host holds once the command
         returns is what was declared. The others are left alone: a refresh reloads a
         minion's modules, about a second of CPU each. Returns the hosts refreshed."""
-        changed = [host for host, declared in sorted(hosts.items()) if not declared["held"]]
+        changed = [host for host, declared in sorted(hosts.items()) if not declared.get("held")]
         if changed:
             self.command("salt", "-L", ",".join(changed), "saltutil.refresh_pillar", "wait=True", "-t", 30,
                          timeout=30)

@@ -8,6 +8,7 @@ from .. import healthloop
 from ..errors import KollaError, ValidationError
 from ..rollout import changing_hosts, describe
 from ..inventory import service_specs
+from ..master import compared
 from ..tree import in_set
 from .common import _client, _declared_here, _ensure_health_loop, _host_name, _host_settings, _on, _release, _road
 from .common import _select, _settings, _split, _validated_pillar, summarise
@@ -61,11 +62,8 @@ def _state_apply(args, settings, sls, extra_pillar=None, test=False):
 def cmd_deploy(args):
     if args.master:
         facts = args.master.preflight()
-        hosts = args.master.declaration(facts)
-        names = _selected_names(hosts, args.services)
-        if not names or "mariadb" in names:
-            args.master.check_galera(facts, hosts)
-        return _orchestrate(args, "kolla.deploy", facts, hosts, names, predict=True)
+        hosts = args.master.declared(facts)   # what each host's pillar says of itself, its prediction says
+        return _orchestrate(args, "kolla.deploy", facts, hosts, _selected_names(hosts, args.services), predict=True)
     return _deploy(args)
 
 
@@ -133,7 +131,9 @@ def _orchestrate(args, sls, facts, hosts, names, extra_pillar=None, predict=Fals
     """deploy/upgrade through a salt-master, after its preflight (the hosts' `facts`):
     walks the set tree across hosts (`hosts`: what each gets, Master.declaration).
     With `predict` (a deploy), every host predicts first (Master.predict): that
-    answers --test, and a deploy that would change nothing, without a walk."""
+    answers --test, and a deploy that would change nothing, without a walk; each
+    host's prediction also says what its pillar says of itself (Master.declaration
+    asks it otherwise) and the Galera founder check follows it."""
     from ..pins import load_pins
     from ..master import host_returns, step_failure, step_note, step_timing
     command = "upgrade" if sls == "kolla.upgrade" else "deploy"
@@ -148,6 +148,12 @@ def _orchestrate(args, sls, facts, hosts, names, extra_pillar=None, predict=Fals
     # before the walk changes anything anywhere.
     predicted = args.master.predict(sorted(hosts), names, args.allow_release_jump) if predict else {}
     _refused(predicted)
+    for host, states in predicted.items():
+        said = (_first_states(states).get(CHECKS_STATE) or {}).get("declared")
+        if said:
+            hosts[host].update(compared(facts[host], said))
+    if predict and (not names or "mariadb" in names):
+        args.master.check_galera(facts, hosts)
     if predict and set(predicted) == set(hosts) and (args.test or not changing_hosts(predicted)):
         return _predicted(args, command, facts, hosts, names, predicted)
     how = "one state run on every host: a prediction has no order to keep" if args.test else WALKS[command]
@@ -295,7 +301,7 @@ def cmd_upgrade(args):
         _release(args.release)
     if args.master:
         facts = args.master.preflight()
-        old = args.master.declaration(facts)
+        old = args.master.declared(facts)
         declared = _all_services(old)
     else:
         declared = _declared_here(args)

@@ -195,35 +195,32 @@ def facts():
     """What a master checks before a change (kolla_salt.master): whether this host's
     Docker engine answers (engine_error: "" when it does), the release each managed
     container runs, its interfaces' IPv4 addresses, the version of the Salt
-    modules it runs and what its Galera member holds (kolla_galera.held_facts)."""
+    modules it runs, a digest of the pillar it holds (kolla_salt.master.held_digest)
+    and what its Galera member holds (kolla_galera.held_facts)."""
     import os
 
     import docker
 
-    from kolla_salt.master import synced_version
+    from kolla_salt.master import held_digest, synced_version
     from kolla_salt.releases import running_releases
     extmods = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     error = _engine_error()
     return {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
             "interfaces": __grains__.get("ip4_interfaces") or {},
-            "code": synced_version(lambda kind: os.path.join(extmods, kind)),
+            "code": synced_version(lambda kind: os.path.join(extmods, kind)), "pillar": held_digest(dict(__pillar__)),
             "galera": None if error else __salt__["kolla_galera.held_facts"]()}
 
 
 def declaration():
-    """What the pillar the master compiles for this host now says, told without its
-    secrets (kolla_salt.master.Master.declaration): the operator files' problems,
-    whether the minion already holds it (else a refresh is due once the change is
-    made) and the digest of the Galera member it declares. The pillar is compiled by
-    Salt as every state run compiles it, with this host's grains."""
-    from kolla_salt.galera import spec_digest
-    from kolla_salt.master import held_digest
+    """What the pillar the master compiles for this host now says of itself
+    (kolla_salt.master.pillar_summary), or the operator files' problems: asked by a
+    master before a change that has no prediction to say it. The pillar is compiled
+    by Salt as every state run compiles it, with this host's grains."""
+    from kolla_salt.master import pillar_summary
     fresh = __salt__["pillar.items"](unmask=True)   # plain values, as held_digest reads the held one
     if "kolla" not in fresh:
         return {"problems": fresh.get("kolla_problems") or fresh.get("_errors") or ["the kolla pillar is empty"]}
-    mariadb = next((s for s in fresh["kolla"]["services"] if s["name"] == "mariadb"), None)
-    return {"problems": [], "held": held_digest(fresh) == held_digest(dict(__pillar__)),
-            "galera_spec": spec_digest(mariadb) if mariadb else None}
+    return {"problems": [], **pillar_summary(fresh)}
 
 
 @_refusal

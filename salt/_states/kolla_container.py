@@ -7,6 +7,7 @@ that names the container when anything goes wrong.
 """
 from kolla_salt.containers import kept_in_use
 from kolla_salt.errors import KollaError
+from kolla_salt.master import pillar_summary
 
 DONE = {"create": "created", "recreate": "recreated", "start": "started", "none": "up to date",
         "recover": "recovered"}
@@ -70,7 +71,9 @@ def deployable(name, services=None, allow_release_jump=False):
     """A deploy of `services` (all declared here when empty) may start on this host:
     kolla.deploy's first state, failing the run before anything changes (and a
     master's prediction, before its walk). Its comment: a line per problem, or what
-    the checks noted (a release jump allowed, a warning)."""
+    the checks noted (a release jump allowed, a warning); `declared`: what the pillar
+    of the run says of itself (kolla_salt.master.pillar_summary), read by a master's
+    prediction."""
     ret = _ret(name)
     try:
         if "kolla" not in __pillar__:   # the operator's files do not validate (pillar/kolla.sls)
@@ -80,6 +83,8 @@ def deployable(name, services=None, allow_release_jump=False):
     except KollaError as error:
         problems, notes = [str(error)], []
     ret.update(result=not problems, comment="\n".join(problems or notes))
+    if "kolla" in __pillar__:
+        ret["declared"] = pillar_summary(__pillar__)
     return ret
 
 

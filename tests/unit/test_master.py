@@ -9,7 +9,7 @@ import yaml
 from kolla_salt import galera
 from kolla_salt.errors import KollaError, ValidationError
 from kolla_salt.inventory import build_pillar
-from kolla_salt.master import Master, held_digest
+from kolla_salt.master import Master, held_digest, pillar_summary
 from operator_files import write_secrets
 
 
@@ -61,22 +61,22 @@ def test_galera_is_asked_again_only_where_the_held_member_is_not_the_one_declare
 def test_a_declaration_a_host_cannot_compile_is_refused_naming_the_host_and_a_refresh_goes_where_due(
         tmp_path, monkeypatch):
     """What each minion's pillar says of itself (kolla_container.declaration): its
-    problems, named with the host, refuse the command; a minion that holds another
-    pillar than the one declared is refreshed after the change, the others are not."""
+    problems, named with the host, refuse the command; a minion whose held pillar (its
+    facts' digest) is not the one declared is refreshed after the change, the others
+    are not."""
     write_secrets(tmp_path)
-    (tmp_path / "globals.yml").write_text(yaml.safe_dump({"network_interface": "eth0"}))
+    held = pillar(tmp_path)
     (tmp_path / "master").write_text(yaml.safe_dump({"kolla_config_dir": str(tmp_path)}))
     master, said, refreshed = Master(tmp_path), {}, []
     monkeypatch.setattr(master, "returns", lambda hosts, function, timeout: said)
     monkeypatch.setattr(master, "command", lambda *args, timeout: refreshed.append(args))
-    facts = {"host1": {}, "host2": {}}
+    facts = {"host1": {"pillar": held_digest(held)}, "host2": {"pillar": "an older one"}}
     said.update(host1={"problems": ["globals.yml: key 'x' is wrong"]}, host2="Traceback...\nKeyError: 'kolla'")
     with pytest.raises(ValidationError) as refused:
         master.declaration(facts)
     assert refused.value.problems == ["host host1: globals.yml: key 'x' is wrong",
                                       "host host2: its salt-minion did not say what its pillar holds (KeyError: 'kolla')"]
-    said.update(host1={"problems": [], "held": True, "galera_spec": None},
-                host2={"problems": [], "held": False, "galera_spec": None})
+    said.update(host1={"problems": [], **pillar_summary(held)}, host2={"problems": [], **pillar_summary(held)})
     hosts = master.declaration(facts)
     assert "keystone" in [s["name"] for s in hosts["host1"]["services"]]   # the folders' definitions
     assert master.refresh_pillars(hosts) == ["host2"]
