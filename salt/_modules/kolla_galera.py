@@ -31,9 +31,10 @@ def facts():
 def held_facts():
     """facts() of the member the pillar this minion holds declares, with `spec`: a
     digest of its spec (kolla_salt.galera.spec_digest); None without one. Part of
-    kolla_container.facts: a master's preflight takes it where the pillar it builds now
-    declares the same member, instead of asking facts(), whose fresh pillar costs a
-    round trip to the master. None when it cannot say: facts() is asked then."""
+    kolla_container.facts: a master takes it where the pillar compiled for the host now
+    declares the same member (kolla_salt.master.pillar_summary), instead of asking
+    facts(), whose fresh pillar costs a round trip to the master. None when it cannot
+    say: facts() is asked then."""
     from kolla_salt import galera
     held = dict(__pillar__)
     service = next((s for s in (held.get("kolla") or {}).get("services", ()) if s["name"] == "mariadb"), None)
