@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from . import paths, safeyaml
-from .errors import KollaError
+from .errors import KollaError, ValidationError
 from .master import SALT_BIN
 
 TOPOLOGY = paths.REPO / "lab" / "topology.yml"
@@ -45,6 +45,11 @@ NEEDED = {"ip": "iproute2", "nsenter": "util-linux", "unshare": "util-linux", "d
 # writes on a host (rendered config, state, logs). Empty mount points are made on
 # the machine where missing; the machine's own contents stay untouched.
 HOST_FOLDERS = ("/etc/kolla", "/etc/kolla-salt", "/var/lib/kolla-salt", "/var/log/kolla")
+# The longest Unix socket a host's salt-minion binds, below its root (its event bus,
+# named after a hash of its id), and the kernel's limit on such a path: a longer lab
+# name leaves every minion silent to the master.
+MINION_SOCKET = "var/cache/salt/minion/.salt-unix/minion_event_0123456789_pull.ipc"
+UNIX_PATH_MAX = 107
 
 
 def load_topology(path=TOPOLOGY):
@@ -74,6 +79,10 @@ class Lab:
         self.registry = f"{self.topology['switch']}:{self.topology['registry_port']}"
 
     # -- names ---------------------------------------------------------------------------
+    def minion_root(self, host):
+        """The root folder of `host`'s salt-minion (its config, keys, cache, sockets)."""
+        return self.data / host["name"] / "salt"
+
     def netns(self, host):
         return f"{self.name}-{host['name']}"
 
@@ -85,6 +94,11 @@ class Lab:
 
     # -- up --------------------------------------------------------------------------------
     def up(self):
+        longest = max(len(str(self.minion_root(host) / MINION_SOCKET)) for host in self.hosts)
+        if longest > UNIX_PATH_MAX:
+            raise ValidationError([f"lab: --name '{self.name}' is {longest - UNIX_PATH_MAX} character(s) too long: "
+                                   f"each host's salt-minion binds a Unix socket under {self.data} (at most "
+                                   f"{UNIX_PATH_MAX} bytes to its path)"])
         missing = sorted({pkg for cmd, pkg in NEEDED.items() if not shutil.which(cmd)})
         if missing:
             raise KollaError(f"lab: missing packages: {', '.join(missing)} (`make setup` installs them)")
@@ -278,7 +292,7 @@ class Lab:
         # In its engine's namespaces: the host's network, name and folders.
         engine = f"/proc/{self._pid(host['name'] + '-engine')}/ns"
         self._start(what, ["nsenter", f"--net={engine}/net", f"--uts={engine}/uts", f"--mount={engine}/mnt",
-                           PROVISION, "minion", "--id", host["name"], "--root", self.data / host["name"] / "salt",
+                           PROVISION, "minion", "--id", host["name"], "--root", self.minion_root(host),
                            "--master", self.topology["switch"], "--grain", f"kolla_lab={self.name}",
                            "--grain", f"kolla_lab_address={host['address']}"],
                     env={"DOCKER_HOST": self.docker_host(host)})
@@ -307,7 +321,7 @@ class Lab:
 
     def salt_logs(self):
         """The minions' logs and the master's (removed with the lab's data by `down`)."""
-        return [self.data / h["name"] / "salt" / "salt-minion.log" for h in self.hosts] + \
+        return [self.minion_root(h) / "salt-minion.log" for h in self.hosts] + \
             [self._master_dir() / "salt-master.log"]
 
     def _subscribed(self):
