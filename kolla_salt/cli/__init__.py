@@ -140,7 +140,8 @@ def build_parser():
                    help="up: make or repair it; down: remove all it made; status: which minions answer "
                         "(images reach its registry with `kolla-salt --lab NAME build --push`)")
     p.add_argument("--hosts", type=int, default=3, help="how many hosts (lab/topology.yml lists them; default 3)")
-    p.add_argument("--name", default="kslab", help="the lab's name, the prefix of all it makes (default kslab)")
+    p.add_argument("--name", default="kslab", help="the lab's name, the prefix of all it makes (default kslab; "
+                                                   "6 characters at most: its hosts' socket paths must fit)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     return parser
 
