@@ -467,7 +467,9 @@ def test_users_at_one_and_a_half_times_the_capacity_wait_longer_and_no_request_f
     for name, f in figures.items():
         print(f"  {name}: {f['users']} users, {f['sent']} sent, {f['failed']} failed, {f['rate']}/s, p50 {f['p50']} s, "
               f"p99 {f['p99']} s" + (f", failures: {f['failures']}" if f["failed"] else ""))
-    assert all(f["sent"] >= 60 for f in figures.values()), figures
+    # Enough asked for "none failed" to mean something: each user ten times at least (a
+    # count, not a speed: keystone's tokens took 2.6 s each at the machine's slowest).
+    assert all(f["sent"] >= 10 * f["users"] for f in figures.values()), figures
     assert {name: f["failures"] for name, f in figures.items() if f["failed"]} == {}, \
         failed_in_haproxys_words(docker_client, cloud)
     assert set(watch.marked_down.values()) == {0}, watch.marked_down
