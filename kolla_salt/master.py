@@ -124,8 +124,9 @@ class Master:
 
     # -- before anything changes ------------------------------------------------------
     def preflight(self):
-        """Checks the hosts before a change; returns their facts, from which `declaration`
-        builds (and validates) what each host gets."""
+        """Checks the hosts before a change; returns their facts, with which `declared`
+        says what each host runs (its pillar is validated by Salt: the prediction, or
+        `declaration`)."""
         from .roles import apis_out_of_reach, placed_on, placement
         from .settings import load_settings
         folder = self.operator_folder()

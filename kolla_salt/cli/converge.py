@@ -148,10 +148,7 @@ def _orchestrate(args, sls, facts, hosts, names, extra_pillar=None, predict=Fals
     # before the walk changes anything anywhere.
     predicted = args.master.predict(sorted(hosts), names, args.allow_release_jump) if predict else {}
     _refused(predicted)
-    for host, states in predicted.items():
-        said = (_first_states(states).get(CHECKS_STATE) or {}).get("declared")
-        if said:
-            hosts[host].update(compared(facts[host], said))
+    _take_what_pillars_said(hosts, facts, predicted)
     if predict and (not names or "mariadb" in names):
         args.master.check_galera(facts, hosts)
     if predict and set(predicted) == set(hosts) and (args.test or not changing_hosts(predicted)):
@@ -174,6 +171,17 @@ def _orchestrate(args, sls, facts, hosts, names, extra_pillar=None, predict=Fals
             print(f"FAILED  {step['__id__']}: {failure}")   # a runner step's name is its function
     print(f"[{command}] {len(steps)} step(s) on {len(hosts)} host(s): {changed} changed, {failed} failed")
     return _after_walk(args, command, facts, hosts, names, ok and failed == 0)
+
+
+def _take_what_pillars_said(hosts, facts, predicted):
+    """Each host's prediction says what its pillar says of itself (the first state's
+    `declared`, kolla_salt.master.pillar_summary): taken into `hosts` against its
+    facts (whether its minion holds that pillar, its Galera member). A host that said
+    nothing is refreshed after the walk and its member asked."""
+    for host, states in predicted.items():
+        said = (_first_states(states).get(CHECKS_STATE) or {}).get("declared")
+        if said:
+            hosts[host].update(compared(facts[host], said))
 
 
 def _summarise_hosts(by_host):

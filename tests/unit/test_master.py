@@ -102,3 +102,25 @@ def test_an_orchestration_returns_its_steps_past_salts_marks_and_says_what_is_no
     with pytest.raises(KollaError) as stopped:
         ran({**steps, "master": "Pillar failed to render: nova needs glance"})
     assert "nova needs glance" in str(stopped.value)
+
+
+def test_a_deploys_prediction_says_which_minions_hold_another_pillar_and_only_those_are_refreshed(
+        tmp_path, monkeypatch):
+    """A deploy through a master asks no pillar of its own: each host's prediction
+    returns what its pillar says of itself in kolla.deploy's first state; a host whose
+    minion holds another pillar (its facts' digest), or whose prediction said nothing,
+    is refreshed, the others are not."""
+    from kolla_salt.cli.converge import CHECKS_STATE, _take_what_pillars_said
+    write_secrets(tmp_path)
+    summary = pillar_summary(pillar(tmp_path))
+    master, refreshed = Master("/nonexistent"), []
+    monkeypatch.setattr(master, "command", lambda *args, timeout: refreshed.append(args))
+    first = f"kolla_container_|-{CHECKS_STATE}_|-{CHECKS_STATE}_|-deployable"
+    predicted = {host: {first: {"result": True, "__run_num__": 0, "declared": summary}} for host in ("h1", "h2")}
+    predicted["h3"] = {}
+    facts = {"h1": {"pillar": summary["pillar"]}, "h2": {"pillar": "an older one"}, "h3": {"pillar": summary["pillar"]}}
+    hosts = {host: {"services": []} for host in facts}
+    _take_what_pillars_said(hosts, facts, predicted)
+    assert hosts["h1"]["galera_spec"] == summary["galera_spec"]
+    assert master.refresh_pillars(hosts) == ["h2", "h3"]
+    assert refreshed[0][:3] == ("salt", "-L", "h2,h3")
