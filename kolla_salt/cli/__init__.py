@@ -8,7 +8,7 @@ from .. import paths
 from ..errors import KollaError, ValidationError
 from .converge import cmd_deploy, cmd_rotate_keys, cmd_upgrade
 from .database import cmd_mariadb_backup, cmd_mariadb_recovery, cmd_mariadb_restore
-from .operate import cmd_destroy, cmd_history, cmd_logs, cmd_rollback, cmd_status, cmd_stop, cmd_unpin
+from .operate import FOLLOW_PAUSE, cmd_destroy, cmd_history, cmd_logs, cmd_rollback, cmd_status, cmd_stop, cmd_unpin
 from .prepare import cmd_build, cmd_certificates, cmd_compute, cmd_genpwd, cmd_init_runonce, cmd_lab, cmd_releases
 from .prepare import cmd_settings, cmd_validate
 
@@ -85,7 +85,9 @@ def build_parser():
     p = add("logs", cmd_logs, "show a container's logs (service log files: <kolla_log_directory>/<service>/)")
     p.add_argument("container", help="container name, with or without container_name_prefix; through a master "
                                      "HOST:CONTAINER")
-    p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines (on the container's host)")
+    p.add_argument("-f", "--follow", action="store_true",
+                   help=f"keep printing new lines until the container stops or Ctrl-C (through a master: "
+                        f"asked for every {FOLLOW_PAUSE} s)")
     p.add_argument("--tail", type=int, help="only the last N lines")
     p = add("history", cmd_history, "list a container's generations: outcome, time, image, config hash")
     p.add_argument("container", help="container name, with or without container_name_prefix")

@@ -69,30 +69,56 @@ def _said_certificate(tls):
 def cmd_logs(args):
     """A container's stdout/stderr (docker logs); the service's own log files are
     under <kolla_log_directory>/<service>/ on the host."""
-    if args.follow:
-        return _follow_logs(args)
+    try:
+        if args.follow:
+            return _follow_through_master(args) if args.master else _follow_here(args)
+        _print_logs(args, since=None)
+    except KeyboardInterrupt:   # how a follow ends, unless its container stops first
+        pass
+    return 0
+
+
+def _print_logs(args, since):
+    """Prints kolla_container.logs of the named container (--tail on the first call,
+    the lines after `since` on the next ones) through _road; returns its answer."""
     host, name = _host_and_container(args) if args.master else (None, args.container)
-    found = _one_host(args, host, "kolla_container.logs", name, *([args.tail] if args.tail is not None else []))
+    found = _one_host(args, host, "kolla_container.logs", name,
+                      *([f"tail={args.tail}"] if args.tail is not None and since is None else []),
+                      *([f"since={since}"] if since is not None else []))
     if found is None:
         raise KollaError(f"logs: no container named {name}{f' on {host}' if host else ''}")
     if not isinstance(found, dict):
         raise KollaError(f"logs: {_on(host)}{_refusal_of(found)}")
     sys.stdout.write(found["logs"])
+    sys.stdout.flush()
+    return found
+
+
+# How often `logs --follow` through a master asks the host for new lines.
+FOLLOW_PAUSE = 2
+
+
+def _follow_through_master(args):
+    """`logs HOST:CONTAINER --follow`: kolla_container.logs asked again every
+    FOLLOW_PAUSE seconds for the lines after the last answer's; ends, as `docker logs
+    --follow` does, when the container no longer runs."""
+    import time
+    found = _print_logs(args, since=None)
+    while found["running"]:
+        time.sleep(FOLLOW_PAUSE)
+        found = _print_logs(args, since=found["until"])
     return 0
 
 
-def _follow_logs(args):
-    """`logs --follow`: streamed from this host's engine (Salt returns once, when a
-    function ends; polling through salt-call would cost a second of CPU a call), the
-    passwords redacted line by line as kolla_container.logs does."""
+def _follow_here(args):
+    """`logs --follow` on the container's own host: streamed from its engine (polling
+    through salt-call would cost a second of CPU a call), the passwords redacted line
+    by line as kolla_container.logs does."""
     from ..containers import ContainerManager
     from ..private import redacted_lines
     from ..settings import load_passwords
-    if args.master:
-        raise ValidationError(["logs --follow: on the container's own host only (through a master, "
-                               "`logs HOST:CONTAINER` without --follow)"])
-    settings = _settings(args)
     from ..spec import named
+    settings = _settings(args)
     container = named(args.container, settings["container_name_prefix"],
                       ContainerManager.from_settings(settings, client=_client()).get)[1]
     if container is None:

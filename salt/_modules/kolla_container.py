@@ -238,17 +238,28 @@ def status():
 
 
 @_refusal
-def logs(name, tail=None):
-    """{"logs": a container's stdout/stderr (the last `tail` lines), passwords
-    redacted}; None when no container has that name (with or without
-    container_name_prefix). A dict, so that no container's text reads as a refusal."""
+def logs(name, tail=None, since=None):
+    """{"logs": a container's stdout/stderr (the last `tail` lines, or those written
+    after `since`), passwords redacted; "until": the clock of this host up to which
+    they go, the next call's `since`; "running": whether the container still runs}.
+    None when no container has that name (with or without container_name_prefix). A
+    dict, so that no container's text reads as a refusal. `logs --follow` through a
+    master calls it again and again (Salt returns once, when a function ends)."""
+    import time
+
     from kolla_salt.private import redact
     manager = _manager()
     container = _found(manager, name)[1]
     if container is None:
         return None
-    text = container.logs(tail=int(tail) if tail is not None else "all").decode(errors="replace")
-    return {"logs": redact(text, manager.secrets)}
+    # A line's time is when the engine read it from the container, and it is in the
+    # log a moment later: reading up to a second ago leaves none to the next call.
+    until = time.time() - 1
+    text = container.logs(tail=int(tail) if tail is not None else "all", until=until,
+                          # since and until both hold their own instant (the engine's)
+                          **({"since": float(since) + 1e-6} if since is not None else {}))
+    return {"logs": redact(text.decode(errors="replace"), manager.secrets), "until": until,
+            "running": container.status == "running"}
 
 
 @_refusal

@@ -1,15 +1,18 @@
 """The lab: hosts on one machine, each a network namespace with its own Docker
 engine and salt-minion, a salt-master and a registry on the lab's switch. Its own
 name (kstlab), so it never meets a user's lab; `lab down` leaves nothing behind."""
+import contextlib
 import io
 import ipaddress
 import json
 import os
+import queue
 import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -187,6 +190,40 @@ def test_the_master_deploys_each_host_its_roles_and_a_client_elsewhere_gets_a_to
     status = kolla("status")
     assert "== host1" in status and "== host3" in status and status.count("memcached  ") >= 3
     assert "stats" in kolla("logs", "host2:memcached")
+
+
+def test_logs_follow_a_container_on_another_host_through_the_master(hosts, cloud):
+    """`logs HOST:CONTAINER --follow` through the master prints what the container
+    writes on its host as it writes it: each line once, none lost between two of its
+    questions to the host, the passwords blanked out."""
+    secret = admin_password(cloud)
+    memcached = engine(hosts[1]).containers.get("memcached")
+
+    def say(text):   # a line in memcached's output, as a debug log would write it
+        assert memcached.exec_run(["sh", "-c", f"echo {text} > /proc/1/fd/1"]).exit_code == 0
+
+    follower = subprocess.Popen([KOLLA, "--lab", NAME, "logs", "host2:memcached", "--follow", "--tail", "0"],
+                                stdout=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in follower.stdout], daemon=True).start()
+    seen = []
+    try:
+        for number in range(60):   # 30 s of lines: several of the follower's questions
+            say(f"kst-follow-{number}")
+            time.sleep(0.5)
+        say(f"kst-follow-end {secret}")
+        deadline = time.monotonic() + 60
+        while not any("kst-follow-end" in line for line in seen) and time.monotonic() < deadline:
+            with contextlib.suppress(queue.Empty):
+                seen.append(lines.get(timeout=1))
+    finally:
+        follower.kill()
+        follower.wait()
+    said = [line.strip() for line in seen if line.startswith("kst-follow")]
+    assert said and said[-1] == "kst-follow-end ********", seen[-20:]
+    numbers = [int(line.rsplit("-", 1)[1]) for line in said[:-1]]
+    # From the first line written after its start, every line once and in order.
+    assert numbers and numbers == list(range(numbers[0], 60)) and numbers[0] < 30, said
 
 
 def test_a_compute_host_gets_no_secret_of_the_control_plane(hosts, cloud):
