@@ -123,14 +123,14 @@ class Master:
             return {m: found.result().get(m) for m in accepted}
 
     # -- before anything changes ------------------------------------------------------
-    def preflight(self):
+    def preflight(self, declared=False):
         """Checks the hosts before a change; returns their facts, with which `declared`
         says what each host runs (its pillar is validated by Salt: the prediction, or
-        `declaration`)."""
+        `declaration`, whose question the facts answer too when asked with `declared`)."""
         from .roles import apis_out_of_reach, placed_on, placement
         from .settings import load_settings
         folder = self.operator_folder()
-        hosts = self.host_facts()
+        hosts = self.host_facts(declared)
         accepted = sorted(hosts)
         if not accepted:
             raise KollaError(f"no minion key is accepted on the master ({self.config_dir}); nothing was changed")
@@ -191,24 +191,26 @@ class Master:
         except json.JSONDecodeError:
             raise KollaError(f"salt-run {function}: {(proc.stderr or proc.stdout).strip()[-2000:]}")
 
-    def declared(self, facts):
-        """{host: {"services": the entries the CLI reads}} of every host of `facts`
-        (kolla_salt.roles.declared_services: from the folders' definitions, no file
-        rendered and no secret read)."""
+    def declared(self, hosts):
+        """{host: {"services": the entries the CLI reads}} of every host of `hosts` (their
+        names, or their facts) (kolla_salt.roles.declared_services: from the folders'
+        definitions, no file rendered and no secret read)."""
         from .pins import load_pins
         from .roles import declared_services
         from .settings import load_settings
         folder = self.operator_folder()
         settings, pins = load_settings(folder), load_pins(folder)
-        return {host: {"services": declared_services(settings, pins, host)} for host in sorted(facts)}
+        return {host: {"services": declared_services(settings, pins, host)} for host in sorted(hosts)}
 
     def declaration(self, facts):
         """declared, with what the pillar Salt compiles for each host says of itself
         (kolla_container.declaration, compared with the facts: whether the minion holds
         it, the Galera member's digest): for a command without a prediction to say it.
         Refused, naming the host, the file and the key, when a host's pillar does not
-        compile."""
-        said = self.returns(sorted(facts), "kolla_container.declaration", timeout=120)
+        compile. Asked of the hosts unless their facts said it (preflight's `declared`)."""
+        said = {host: found["declared"] for host, found in facts.items() if "declared" in (found or {})}
+        if set(said) != set(facts):
+            said = self.returns(sorted(facts), "kolla_container.declaration", timeout=120)
         problems = []
         for host in sorted(facts):
             found = said.get(host)
@@ -222,17 +224,18 @@ class Master:
         return {host: {**declared, **compared(facts[host], said[host])}
                 for host, declared in self.declared(facts).items()}
 
-    def host_facts(self):
-        """{accepted minion: its kolla_container.facts, None when it does not answer};
-        hosts running other module code than the checkout's are synced first
-        (saltutil.sync_all)."""
+    def host_facts(self, declared=False):
+        """{accepted minion: its kolla_container.facts (with `declared`, what its pillar
+        says of itself: Master.declaration), None when it does not answer}; hosts
+        running other module code than the checkout's are synced first (saltutil.sync_all)."""
         local = synced_version(lambda kind: paths.REPO / "salt" / f"_{kind}")
-        facts = self.ask_all("kolla_container.facts")
+        asked = ["kolla_container.facts", *(["declared=True"] if declared else [])]
+        facts = self.ask_all(*asked)
         stale = [m for m, f in facts.items() if f is not None and (not isinstance(f, dict) or f["code"] != local)]
         if stale:
             self.out(f"[master] syncing the checkout's Salt modules to {', '.join(stale)}")
             self.returns(stale, "saltutil.sync_all", timeout=120)
-            facts.update(self.returns(stale, "kolla_container.facts", timeout=ANSWER_SECONDS))
+            facts.update(self.returns(stale, *asked, timeout=ANSWER_SECONDS))
         return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
 
     def predict(self, hosts, services=(), allow_release_jump=False):

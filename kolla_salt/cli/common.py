@@ -172,10 +172,11 @@ def _on_every_host(args, action, *action_args, synced=False):
     return found
 
 
-def _host_facts(args):
+def _host_facts(args, declared=False):
     """{host: its kolla_container.facts}: through a master after its checks before a
-    change (Master.preflight), or this host's (keyed None)."""
-    return args.master.preflight() if args.master else _road(args).host_facts()
+    change (Master.preflight; with `declared`, what each pillar says of itself too), or
+    this host's (keyed None)."""
+    return args.master.preflight(declared) if args.master else _road(args).host_facts()
 
 
 def _confirmed(args):

@@ -74,7 +74,7 @@ def cmd_rotate_keys(args):
     current keys yet (its deploy did not reach it): the key made primary now must have
     been on every host as the staged one ("distribute before use")."""
     from .. import keys
-    declared = args.master.declaration(args.master.preflight()) if args.master \
+    declared = args.master.declaration(args.master.preflight(declared=True)) if args.master \
         else {None: {"services": _validated_pillar(args)["kolla"]["services"]}}
     prefix = _settings(args)["container_name_prefix"]
     rotating = []
@@ -307,9 +307,9 @@ def cmd_upgrade(args):
     the deploy's first states refuse is taken back."""
     if args.release:
         _release(args.release)
-    if args.master:
-        facts = args.master.preflight()
-        old = args.master.declared(facts)
+    if args.master:   # the hosts' facts come with what their pillars say of the new declaration (check)
+        facts = {}
+        old = args.master.declared(args.master.minions())
         declared = _all_services(old)
     else:
         declared = _declared_here(args)
@@ -320,16 +320,17 @@ def cmd_upgrade(args):
             raise ValidationError([f"--set: no enabled service belongs to a set named '{args.set}'"])
     names = [s["name"] for s in services]
     everything = not (args.services or args.set)
-    if args.master:   # each host's engine is its own: what runs there came with its facts
-        _check_through_master(old, facts, names, args.allow_release_jump, args.release)
     new, hosts = [], {}
 
     def check():
         """The new declaration before it is kept (refused: taken back): through a master
-        where its services run and every host's pillar, on one host what it names (a
-        release jump refused, an allowed one the deploy that follows says)."""
+        where its services run, then in one Salt round every host's facts (the release
+        each container runs: a jump refused) and its pillar; on one host what it names
+        (a release jump refused, an allowed one the deploy that follows says)."""
         if args.master:
             _validate_declaration(args.config_dir, args.master)
+            facts.update(args.master.preflight(declared=True))
+            _check_through_master(old, facts, names, args.allow_release_jump, args.release)
             return hosts.update(args.master.declaration(facts))
         new.extend(s for s in _declared_here(args) if s["name"] in names)
         if not args.allow_release_jump:

@@ -183,7 +183,7 @@ def cmd_mariadb_restore(args):
     datadir, starts them again (docs/operations.md: "Database backups"); through a
     master the cluster is founded again from the member holding it."""
     from ..backup import host_releases
-    facts = _host_facts(args)
+    facts = _host_facts(args, declared=True)   # the deploy after the restore through a master reads it
     members, target = _database_members(args, facts)
     kept = _backups_listed(args, members)
     # One host's kolla_backup.find says why a backup it does not list is not whole.

@@ -191,12 +191,13 @@ def _engine_error():
         return str(failure) or type(failure).__name__
 
 
-def facts():
+def facts(declared=False):
     """What a master checks before a change (kolla_salt.master): whether this host's
     Docker engine answers (engine_error: "" when it does), the release each managed
     container runs, its interfaces' IPv4 addresses, the version of the Salt
     modules it runs, a digest of the pillar it holds (kolla_salt.master.held_digest)
-    and what its Galera member holds (kolla_galera.held_facts)."""
+    and what its Galera member holds (kolla_galera.held_facts); with `declared`, what
+    the pillar compiled now says of itself too (`declaration`), in the same round."""
     import os
 
     import docker
@@ -208,7 +209,8 @@ def facts():
     return {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
             "interfaces": __grains__.get("ip4_interfaces") or {},
             "code": synced_version(lambda kind: os.path.join(extmods, kind)), "pillar": held_digest(dict(__pillar__)),
-            "galera": None if error else __salt__["kolla_galera.held_facts"]()}
+            "galera": None if error else __salt__["kolla_galera.held_facts"](),
+            **({"declared": declaration()} if declared else {})}
 
 
 def declaration():

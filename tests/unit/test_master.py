@@ -81,6 +81,15 @@ def test_a_declaration_a_host_cannot_compile_is_refused_naming_the_host_and_a_re
     assert "keystone" in [s["name"] for s in hosts["host1"]["services"]]   # the folders' definitions
     assert master.refresh_pillars(hosts) == ["host2"]
     assert refreshed[0][:4] == ("salt", "-L", "host2", "saltutil.refresh_pillar")
+    # Facts asked with `declared` (preflight's) said it already: no second Salt round,
+    # and what they said decides.
+    monkeypatch.setattr(master, "returns", lambda *args, **kwargs: pytest.fail("asked again"))
+    facts = {host: {**found, "declared": said[host]} for host, found in facts.items()}
+    assert master.declaration(facts) == hosts
+    facts["host2"]["declared"] = {"problems": ["globals.yml: key 'y' is wrong"]}
+    with pytest.raises(ValidationError) as refused:
+        master.declaration(facts)
+    assert refused.value.problems == ["host host2: globals.yml: key 'y' is wrong"]
 
 
 def test_an_orchestration_returns_its_steps_past_salts_marks_and_says_what_is_no_step(monkeypatch):
