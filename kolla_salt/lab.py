@@ -307,7 +307,7 @@ class Lab:
                 self.salt("salt-key", "-y", "-a", name)
                 self.out(f"[lab] {name}: key accepted")
             # A ping published before a minion holds its connection to the master's
-            # publisher is lost, and the master then waits its gather_job_timeout (10 s)
+            # publisher is lost, and the master then waits its gather_job_timeout (30 s)
             # before it says so: ping once every host holds one.
             answered = self.ping() if {h["address"] for h in self.hosts} <= self._subscribed() else set()
             if names <= answered:

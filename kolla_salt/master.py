@@ -23,7 +23,8 @@ SALT_BIN = Path(sys.executable).parent
 SYNCED = ("beacons", "grains", "modules", "states")
 # `salt -t` when every minion is asked something quick: a minion still working after
 # it is asked again (find_job) and waited for; one that does not answer costs this
-# plus the master's gather_job_timeout (10 s), which `status` and preflight wait.
+# plus the master's gather_job_timeout (30 s, kolla_salt.node), which `status` and
+# preflight wait.
 ANSWER_SECONDS = 10
 # A deploy's prediction: a host that must pull its images first answers late.
 PREDICT_SECONDS = 300

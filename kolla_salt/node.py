@@ -46,6 +46,12 @@ def master_config(root, master_id, address, operator_folder):
         "sock_dir": str(root / "sock"), "pidfile": str(root / "salt-master.pid"),
         "log_file": str(root / "salt-master.log"), "log_level_logfile": "warning",
         **served_from_checkout(operator_folder),
+        # How long the master waits, once a job's time is up, for a minion to say it
+        # still runs it (saltutil.find_job) or for its return: with Salt's 10 s, a host
+        # running several sets' state runs side by side on a loaded machine lost the
+        # return of one that had ended ("Minion host1 did not return a state result").
+        # A minion that is down is named this much later.
+        "gather_job_timeout": 30,
         # A blue/green swap on one host drains its server in every host's haproxy.
         "peer": {".*": ["kolla_balancer\\..*"]},
         # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
