@@ -1,65 +1,74 @@
 """A server of the project's own guest (images/guest: Debian's kernel and a busybox
 initramfs) booted in a deployed cloud through the real openstack client: shared by
 tests/functional/test_cloud.py and benchmarks/cloud.py."""
-import contextlib
-import io
+import atexit
 import json
-import logging
-import os
+import subprocess
+import sys
 import threading
 import time
 
 from kolla_salt import runonce
 
-# One command at a time: the client reads its cloud from the process's environment
-# and prints on the process's stdout.
+# The client's process: python-openstackclient imported once, each command run in a
+# child forked from it, so that no command sees what another left in the client's
+# modules (one kept a glance endpoint of before TLS), and the importing is not paid
+# again: a command as a process of its own spent about 2 s of CPU on it.
+CLIENT = r"""
+import json, os, signal, sys, tempfile, traceback
+from openstackclient import shell
+replies = os.fdopen(os.dup(1), "w")
+for line in sys.stdin:
+    argv, environment = json.loads(line)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        pid = os.fork()
+        if pid == 0:
+            os.environ.update(environment)
+            for fd, target in ((0, os.open(os.devnull, os.O_RDONLY)), (1, out.fileno()), (2, err.fileno())):
+                os.dup2(target, fd)
+            signal.alarm(300)   # a command that hangs ends, as subprocess.run's timeout did
+            try:
+                code = shell.main(argv)
+            except SystemExit as ended:
+                code = ended.code if isinstance(ended.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+                code = 1
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code or 0)
+        status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        out.seek(0)
+        err.seek(0)
+        replies.write(json.dumps([status, out.read().decode(errors="replace"), err.read().decode(errors="replace")]))
+        replies.write("\n")
+        replies.flush()
+"""
+_client = []
 _ONE_AT_A_TIME = threading.Lock()
 
 
 def openstack(config_dir, *args, values=True):
-    """The real python-openstackclient's shell, with the arguments and cloud
-    kolla_salt.runonce.openstack gives it, run in this process: as a process of its
-    own a command spent about 2 s of CPU importing the client before it asked anything,
-    and the suite runs hundreds. Its output, or the test fails with its error."""
-    from openstackclient import shell
+    """The real python-openstackclient, with the arguments and cloud
+    kolla_salt.runonce.openstack gives it, run by the client's process (CLIENT). Its
+    output, or the test fails with its error."""
     environment, argv = runonce.client_command(config_dir, *args, *(["-f", "value"] if values else []))
-    out, err = io.StringIO(), io.StringIO()
-    with _ONE_AT_A_TIME, _environment(environment), _logging_as_it_was(), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
-        try:
-            code = shell.main(argv[1:])
-        except SystemExit as ended:   # argparse's way to refuse arguments
-            code = ended.code
+    with _ONE_AT_A_TIME:
+        if not _client:
+            _client.append(subprocess.Popen([sys.executable, "-c", CLIENT], stdin=subprocess.PIPE,
+                                            stdout=subprocess.PIPE, text=True))
+            atexit.register(_end_client, _client[0])
+        _client[0].stdin.write(json.dumps([argv[1:], environment]) + "\n")
+        _client[0].stdin.flush()
+        code, out, err = json.loads(_client[0].stdout.readline())
     if code:
-        raise AssertionError(f"openstack {' '.join(args[:2])}: {err.getvalue().strip()[-600:]}")
-    return out.getvalue()
+        raise AssertionError(f"openstack {' '.join(args[:2])}: {err.strip()[-600:]}")
+    return out
 
 
-@contextlib.contextmanager
-def _environment(variables):
-    before = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextlib.contextmanager
-def _logging_as_it_was():
-    """Each run of the client's shell adds its handler (on that run's stderr) to the
-    root logger and sets levels: taken back after it."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        yield
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
+def _end_client(client):
+    client.stdin.close()   # its loop ends
+    client.wait(timeout=30)
 
 
 def boot_server(run, prefix, name="server", options=()):
