@@ -358,8 +358,9 @@ def test_an_upgrade_goes_host_by_host_and_a_rollback_on_one_host_holds(hosts, cl
 
 
 def test_a_release_jump_through_the_master_is_refused_naming_the_host(hosts, cloud):
-    """The releases hosts run come with their facts: a downgrade is refused before
-    anything is declared or changed."""
+    """The releases hosts run come with their facts (asked once the new declaration is
+    written, with what each host's pillar says of it): a downgrade is refused, the
+    declaration put back as it was, and nothing changed."""
     before = cloud["globals"].read_text()
     out = kolla("upgrade", "--release", "2025.2", expect=2)
     assert "host1: keystone: runs 2026.1, declared 2025.2: 2026.1 -> 2025.2 is a downgrade" in out
