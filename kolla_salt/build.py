@@ -54,7 +54,7 @@ def discover(images_dir=paths.IMAGES_DIR):
     images, owners, problems = {}, {}, []
     for folder in sorted(p for p in images_dir.iterdir() if (p / "Dockerfile.j2").is_file()):
         meta_file = folder / "image.yml"
-        meta = (safeyaml.load(meta_file.read_text()) if meta_file.exists() else {}) or {}
+        meta = (safeyaml.load_file(meta_file) if meta_file.exists() else {}) or {}
         user = meta.get("user")
         if user is not None:
             if not isinstance(user, dict) or set(user) != {"name", "uid", "home"}:

@@ -91,6 +91,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     prefix = settings["container_name_prefix"]
     endpoint_marker = f"://{host['kolla_internal_fqdn']}:"   # in every URL of the internal endpoints
     images = discover()
+    repositories = key_repositories.declared(images)
     enabled, definitions, addresses, members, forgets = {}, {}, {}, {}, {}
     for top, service in order:
         if not settings.get(f"enable_{service}", False):
@@ -254,7 +255,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             except ValidationError as error:
                 problems.extend(error.problems)
             entry["final_jobs" if after_every_service else "post_jobs" if after_containers else "jobs"].append(job)
-        entry["keys"] = service_keys(config_dir, service, prefix, problems)
+        entry["keys"] = service_keys(config_dir, service, repositories.get(service, {}), prefix, problems)
         for name in sorted(set(overrides) - used_overrides):
             problems.append(f"{overrides[name]}: {service} has no config file '{name}' "
                             f"(it has: {', '.join(sorted({c['template'].removesuffix('.j2') for cn in (definition.get('containers') or {}).values() for c in cn.get('config_files', [])})) or 'none'})")
@@ -284,10 +285,11 @@ def restore_forgets(declared, where, problems):
 RUN_ONCE = {"first": 0, "last": -1}
 
 
-def service_keys(config_dir, service, prefix, problems):
-    """The key repositories a service's hosts write into their volumes (kolla_salt.keys)."""
+def service_keys(config_dir, service, repositories, prefix, problems):
+    """The key repositories (`repositories`: kolla_salt.keys.declared's of `service`) a
+    service's hosts write into their volumes."""
     found = []
-    for name, entry in key_repositories.declared().get(service, {}).items():
+    for name, entry in repositories.items():
         try:
             loaded = key_repositories.load(key_repositories.repository_path(config_dir, service, name))
         except ValidationError as error:

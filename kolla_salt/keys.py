@@ -38,14 +38,15 @@ class KeyConflict(KollaError):
     """A volume holds keys that must not be replaced."""
 
 
-def declared():
-    """{service: {repository: {volume, owner (a uid), rotate}}} of every service folder."""
+def declared(images=None):
+    """{service: {repository: {volume, owner (a uid), rotate}}} of every service folder
+    (`images`: kolla_salt.build.discover's, when the caller has them)."""
     from .build import discover
-    users = {name: image.user["uid"] for name, image in discover().items() if image.user}
+    users = {name: image.user["uid"] for name, image in (images or discover()).items() if image.user}
     found, problems = {}, []
     for path in sorted(paths.SERVICES_DIR.glob(f"*/{KEYS_FILE}")):
         where = f"salt/states/kolla/{path.parent.name}/{KEYS_FILE}"
-        data = safeyaml.load(path.read_text()) or {}
+        data = safeyaml.load_file(path) or {}
         for name, entry in data.items():
             entry = entry if isinstance(entry, dict) else {}
             if not isinstance(entry.get("volume"), str) or entry.get("owner") not in users:

@@ -10,7 +10,7 @@ def load_releases():
     """{release: {series, binary, source: {project: version}, libraries: {project:
     [pip specifier]}, constraints: [pip specifier]}}, oldest first. A release an image
     names that the table does not know is an error naming the image's file."""
-    releases = safeyaml.load((paths.DEFAULTS_DIR / "releases.yml").read_text())
+    releases = safeyaml.load_file(paths.DEFAULTS_DIR / "releases.yml")
     problems = []
     for image in discover(paths.IMAGES_DIR).values():
         for part, key in (("versions", "source"), ("libraries", "libraries")):

@@ -23,7 +23,7 @@ from .releases import load_releases
 
 def read_yaml(path, problems, kind=dict):
     try:
-        data = safeyaml.load(Path(path).read_text())
+        data = safeyaml.load_file(path)
     except FileNotFoundError:
         return kind()
     except yaml.YAMLError as error:
