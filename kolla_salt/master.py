@@ -21,10 +21,12 @@ SALT_BIN = Path(sys.executable).parent
 # What `saltutil.sync_all` copies from the checkout's salt/_<kind> (the master's
 # file_roots) to each minion's extmods/<kind>.
 SYNCED = ("beacons", "grains", "modules", "states")
+# How long a master waits, once a job's time is up, for a minion to say it still
+# runs it (its gather_job_timeout, kolla_salt.node).
+GATHER_JOB_SECONDS = 30
 # `salt -t` when every minion is asked something quick: a minion still working after
 # it is asked again (find_job) and waited for; one that does not answer costs this
-# plus the master's gather_job_timeout (30 s, kolla_salt.node), which `status` and
-# preflight wait.
+# plus GATHER_JOB_SECONDS, which `status` and preflight wait.
 ANSWER_SECONDS = 10
 # A deploy's prediction: a host that must pull its images first answers late.
 PREDICT_SECONDS = 300
@@ -95,8 +97,10 @@ class Master:
         """{host: return} of `salt TARGET FUNCTION ARGS` (TARGET a glob, or a list of
         minion ids); hosts that did not answer are left out."""
         target = ["-L", ",".join(target)] if isinstance(target, list) else [target]
+        # salt waits `timeout`, then GATHER_JOB_SECONDS for a minion that does not
+        # answer; cut sooner, it prints nothing and every host would seem silent.
         proc = self.command("salt", *target, function, *args, "--out=json", "--static", "-t", timeout,
-                            timeout=timeout + 30)
+                            timeout=timeout + GATHER_JOB_SECONDS + 30)
         try:
             data = json.loads(proc.stdout or "{}")
         except json.JSONDecodeError:

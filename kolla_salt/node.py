@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from . import paths
-from .master import SALT_BIN
+from .master import GATHER_JOB_SECONDS, SALT_BIN
 
 
 # The daemons run below the services' priority. Their work comes in bursts (a pillar
@@ -51,7 +51,7 @@ def master_config(root, master_id, address, operator_folder):
         # running several sets' state runs side by side on a loaded machine lost the
         # return of one that had ended ("Minion host1 did not return a state result").
         # A minion that is down is named this much later.
-        "gather_job_timeout": 30,
+        "gather_job_timeout": GATHER_JOB_SECONDS,
         # A blue/green swap on one host drains its server in every host's haproxy.
         "peer": {".*": ["kolla_balancer\\..*"]},
         # The health loop: each host's beacon (from its pillar) reports, the master restarts there.
