@@ -133,3 +133,19 @@ def test_a_deploys_prediction_says_which_minions_hold_another_pillar_and_only_th
     assert hosts["h1"]["galera_spec"] == summary["galera_spec"]
     assert master.refresh_pillars(hosts) == ["h2", "h3"]
     assert refreshed[0][:3] == ("salt", "-L", "h2,h3")
+
+
+def test_the_hosts_that_answer_are_heard_while_one_is_down(monkeypatch):
+    """`salt -t T` waits T for the minions, then the master's gather_job_timeout for
+    one that does not answer, and prints nothing before: a client cut before both
+    would leave every host silent (seen when one lab host was down)."""
+    from kolla_salt.master import GATHER_JOB_SECONDS
+    master = Master("/nonexistent")
+
+    def salt(*args, timeout):   # what `timeout N salt ... -t T` prints
+        waits = int(args[args.index("-t") + 1]) + GATHER_JOB_SECONDS
+        said = {"host1": {"code": "x"}, "host3": "Minion did not return. [Not connected]"}
+        return subprocess.CompletedProcess(args, 124 if timeout <= waits else 1,
+                                           stdout="" if timeout <= waits else json.dumps(said), stderr="")
+    monkeypatch.setattr(master, "command", salt)
+    assert master.returns("*", "kolla_container.facts", timeout=10) == {"host1": {"code": "x"}}
