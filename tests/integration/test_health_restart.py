@@ -3,9 +3,10 @@ masterless salt-minion daemon (kolla_health beacon + reactor engine) over the
 real Docker engine. Services are frozen (SIGSTOP inside: the process lives,
 its check fails, Docker does nothing) and must be restarted as hung and pass
 their check again with the default settings (the 10 s goal is measured by
-benchmarks/health_recovery.py: a timed assertion fails on a busy CI host); a service made slow on a loaded host must not be
-restarted and must be reported slow; a broken one is restarted up to the cap,
-reported, and still watched after it."""
+benchmarks/health_recovery.py: a timed assertion fails on a busy CI host); a
+service made slow on a loaded host must not be restarted and must be reported
+slow; a broken one is restarted up to the cap, reported, and still watched after
+it."""
 import time
 
 import pytest
