@@ -16,6 +16,7 @@ from pathlib import Path
 
 from . import paths, safeyaml
 from .errors import KollaError, ValidationError
+from .statereturns import summarise
 
 SALT_BIN = Path(sys.executable).parent
 # What `saltutil.sync_all` copies from the checkout's salt/_<kind> (the master's
@@ -195,6 +196,52 @@ class Master:
             return proc.returncode == 0, json.loads(proc.stdout)
         except json.JSONDecodeError:
             raise KollaError(f"salt-run {function}: {(proc.stderr or proc.stdout).strip()[-2000:]}")
+
+    def say(self, line):
+        """A line of progress for the operator, seen at once."""
+        self.out(line)
+        sys.stdout.flush()
+
+    # -- the database (salt/_runners/kolla_galera.py) -----------------------------------
+    def backup(self, why, incremental=False, target="*"):
+        """kolla_galera.backup: the last Synced member of the hosts `target` places
+        mariadb on is copied, desynced meanwhile; its manifest with the "host" that
+        keeps it (the secrets its data needs stay on the master). Fails saying why."""
+        from .backup import master_secrets
+        self.say(f"[mariadb-backup] copying the last Synced member of {target}")
+        ok, result = self.run("kolla_galera.backup", target=target, why=json.dumps(why), incremental=incremental,
+                              timeout=3700)
+        result = result if isinstance(result, dict) else {"error": str(result)}
+        if result.get("error") or not ok or not result.get("manifest"):
+            raise KollaError(result.get("error") or "salt-run kolla_galera.backup failed")
+        manifest = result["manifest"]
+        self.say(f"[mariadb-backup] {result['host']}: backup {manifest['name']} "
+                 f"({manifest['archive']['bytes'] >> 20} MiB in {manifest['seconds']} s"
+                 + (", the member desynced meanwhile" if manifest.get("desynced") else "")
+                 + f"); the secrets its data needs: {master_secrets(self.operator_folder(), manifest['name'])}")
+        return {**manifest, "host": result["host"]}
+
+    def restore(self, name, command, host, target, first=()):
+        """kolla_galera.restore: the writers stopped on every host (after the services
+        `first` names) and every member of `target`, backup `name` put into `host`'s,
+        and the cluster founded again from it; the writers stay stopped for the deploy
+        that follows. Whether it did, said."""
+        self.say(f"[{command}] stopping the writers and the members, restoring on {host}")
+        ok, result = self.run("kolla_galera.restore", target=target, host=json.dumps(host), name=json.dumps(name),
+                              first=json.dumps(list(first)), timeout=3700)
+        result = result if isinstance(result, dict) else {"error": str(result)}
+        for each, names in sorted((result.get("stopped") or {}).items()):
+            self.say(f"[{command}] {each}: stopped {', '.join(names) if isinstance(names, list) else names}")
+        for line in result.get("said") or []:
+            self.say(f"[{command}] {host}: {line}")
+        for each, states in sorted((result.get("ret") or {}).items()):
+            summarise(states, out=lambda line, each=each: self.say(f"{each}: {line}"))
+        if result.get("error") or not ok:
+            self.say(f"[{command}] FAILED: {result.get('error') or 'salt-run kolla_galera.restore failed'}")
+            return False
+        self.say(f"[{command}] the members hold backup {name} ({result.get('seconds')} s); the deploy starts the "
+                 f"writers again")
+        return True
 
     def declared(self, hosts):
         """{host: {"services": the entries the CLI reads}} of every host of `hosts` (their

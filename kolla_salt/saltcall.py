@@ -97,3 +97,16 @@ class Here:
     def host_facts(self):
         """{None: this host's kolla_container.facts} (the modules are the checkout's)."""
         return self.ask_all("kolla_container.facts")
+
+    def backup(self, why, incremental=False, target=None):
+        """A backup of this host's database (kolla_backup.take_here; no `target`: the
+        database is here): its manifest, the progress on salt-call's stderr."""
+        return self.ask_all("kolla_backup.take_here", json.dumps(why), incremental)[None]
+
+    def restore(self, name, command, host=None, target=None, first=()):
+        """Backup `name` put back into this host's member (kolla_backup.restore_here;
+        no `host` or `target`: the database is here): the writers stopped (after the
+        services `first` names), left stopped for the deploy that follows. True; a
+        failure raises, salt-call said why."""
+        self.ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(command), json.dumps(list(first)))
+        return True

@@ -3,10 +3,10 @@ puts the database back with the containers."""
 import json
 import time
 
-from .. import healthloop
 from ..errors import KollaError, ValidationError
+from ..statereturns import summarise
 from .common import _check_images, _confirmed, _host_facts, _host_name, _on, _one_host, _refusal_of, _release, _road
-from .common import _settings, summarise
+from .common import _settings
 from .converge import _all_services, _check_through_master, _deploy, _orchestrate
 from .declaring import _declaring, _validate_declaration
 
@@ -42,12 +42,10 @@ def cmd_mariadb_recovery(args):
 
 
 def _backup(args, why, incremental=False):
-    """Takes a backup of the database, through a master (the runner kolla_galera) or on
-    this host as a master of one (kolla_backup.take_here through salt-call); returns
-    its manifest. `why` goes as JSON: Salt reads a bare argument as YAML."""
-    if args.master:
-        return _backup_through_master(args, why, incremental)
-    return _road(args).ask_all("kolla_backup.take_here", json.dumps(why), incremental)[None]
+    """A backup of the database through _road (Master.backup: the last Synced member
+    copied by the runner kolla_galera; Here.backup: this host's, through salt-call);
+    its manifest."""
+    return _road(args).backup(why, incremental, _database_members(args)[1])
 
 
 def _database_members(args, facts=None):
@@ -62,24 +60,6 @@ def _database_members(args, facts=None):
     if not members:
         raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on no host (enable_mariadb, roles)"])
     return members, step["target"]
-
-
-def _backup_through_master(args, why, incremental=False):
-    """kolla_galera.backup: the last Synced member is copied, desynced meanwhile; its
-    manifest (the backup stays on that host, the secrets on the master)."""
-    from ..backup import master_secrets
-    _, target = _database_members(args)
-    print(f"[mariadb-backup] copying the last Synced member of {target}", flush=True)
-    ok, result = args.master.run("kolla_galera.backup", target=target, why=json.dumps(why), incremental=incremental,
-                                 timeout=3700)
-    result = result if isinstance(result, dict) else {"error": str(result)}
-    if result.get("error") or not ok or not result.get("manifest"):
-        raise KollaError(result.get("error") or "salt-run kolla_galera.backup failed")
-    manifest = result["manifest"]
-    print(f"[mariadb-backup] {result['host']}: backup {manifest['name']} ({manifest['archive']['bytes'] >> 20} MiB "
-          f"in {manifest['seconds']} s" + (", the member desynced meanwhile" if manifest.get("desynced") else "")
-          + f"); the secrets its data needs: {master_secrets(args.config_dir, manifest['name'])}", flush=True)
-    return {**manifest, "host": result["host"]}
 
 
 def cmd_mariadb_backup(args):
@@ -143,38 +123,29 @@ def _restore_checked(args, members, host, name, releases):
     return manifest if _confirmed(args) else None
 
 
-def _restored(args, target, host, name, first=(), writers_back=True):
-    """A backup of what it replaces, then the restore of backup `name` of `host`: the
-    writers stopped (after the services `first` names), the datadir and the job
-    records restored. On one host kolla_backup.restore_here through salt-call, which
-    starts the member and, `writers_back`, the writers again (a release rollback's
-    deploy starts them at the older release), the health loop's restarts paused
-    meanwhile; through a master the runner kolla_galera.restore, which founds the
-    cluster again from `host` (`target`: the members' placement, _database_members),
-    and a deploy after it starts the writers. Returns the
-    manifest of the backup of what it replaced, or None when it failed (said)."""
+def _restored(args, target, host, name, first=()):
+    """A backup of what it replaces, then the restore of backup `name` of `host`
+    through _road (Master.restore, which founds the cluster again from `host`,
+    `target` the members' placement, _database_members; Here.restore): the writers
+    stopped (after the services `first` names) and left stopped, for the deploy that
+    follows to start (_deploy_everything). Returns the manifest of the backup of what
+    it replaced, or None when it failed (said)."""
     before = _backup(args, f"before restoring {name} (kolla-salt {args.command})")
+    return before if _road(args).restore(name, args.command, host, target, first) else None
+
+
+def _deploy_everything(args, facts, hosts=None, allow_jump=False):
+    """The deploy after a restore: every service of every host (through a master
+    `hosts`, Master.declaration, asked when not given), the writers started again on
+    the restored data. `allow_jump`: why a release change outside the upgrade paths
+    is allowed (a release rollback's), said."""
+    args.services, args.test, args.allow_release_jump = None, False, allow_jump
     if not args.master:
-        with healthloop.ledger(_settings(args)).paused_restarts():
-            _road(args).ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(args.command),
-                                writers_back, json.dumps(list(first)))
-        return before
-    print(f"[{args.command}] stopping the writers and the members, restoring on {host}", flush=True)
-    ok, result = args.master.run("kolla_galera.restore", target=target, host=json.dumps(host),
-                                 name=json.dumps(name), first=json.dumps(list(first)), timeout=3700)
-    result = result if isinstance(result, dict) else {"error": str(result)}
-    for each, names in sorted((result.get("stopped") or {}).items()):
-        print(f"[{args.command}] {each}: stopped {', '.join(names) if isinstance(names, list) else names}")
-    for line in result.get("said") or []:
-        print(f"[{args.command}] {host}: {line}")
-    for each, states in sorted((result.get("ret") or {}).items()):
-        summarise(states, out=lambda line, each=each: print(f"{each}: {line}"))
-    if result.get("error") or not ok:
-        print(f"[{args.command}] FAILED: {result.get('error') or 'salt-run kolla_galera.restore failed'}")
-        return None
-    print(f"[{args.command}] the members hold backup {name} ({result.get('seconds')} s); the deploy starts the "
-          f"writers again", flush=True)
-    return before
+        return _deploy(args)
+    hosts = hosts or args.master.declaration(facts)
+    if allow_jump:
+        _check_through_master(hosts, facts, [], allow_jump)
+    return _orchestrate(args, "kolla.deploy", facts, hosts, [])
 
 
 def cmd_mariadb_restore(args):
@@ -199,10 +170,7 @@ def cmd_mariadb_restore(args):
     before = _restored(args, target, host, args.backup)
     if before is None:
         return 1
-    code = 0
-    if args.master:
-        args.services, args.test = None, False
-        code = _orchestrate(args, "kolla.deploy", facts, args.master.declaration(facts), [])
+    code = _deploy_everything(args, facts)
     print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
           f"{args.backup} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}"
           + (f" of {before['host']}" if before.get("host") else ""))
@@ -250,16 +218,10 @@ def _rollback_release(args):
         pins.containers.clear()
     first = _stopped_first(args, _all_services(hosts), _settings(args),
                            {key.split(":", 1)[-1]: release for key, release in running.items()})
-    before = _restored(args, target, host, name, first, writers_back=False)
+    before = _restored(args, target, host, name, first)
     if before is None:
         return 1
-    args.services, args.test = None, False
-    args.allow_release_jump = f"the database went back to backup {name}"
-    if args.master:
-        _check_through_master(hosts, facts, [], args.allow_release_jump)
-        code = _orchestrate(args, "kolla.deploy", facts, hosts, [])
-    else:
-        code = _deploy(args)
+    code = _deploy_everything(args, facts, hosts, allow_jump=f"the database went back to backup {name}")
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
           f"of backup {name}{f' of {host}' if host else ''} ({time.monotonic() - started:.0f} s); what it replaced "
           f"is backup {before['name']}" + (f" of {before['host']}" if before.get("host") else ""))

@@ -112,32 +112,34 @@ def before_migrations(services, command):
 
 
 @_refusal
-def restore_here(name, command, restart_writers=True, first=None):
+def restore_here(name, command, first=None):
     """A restore where this host is its own master (salt-call --local: `kolla-salt
     mariadb-restore` and `rollback --release` on one host, after their checks and the
     backup of what it replaces): stops the writers (reverse deploy order, drained;
     after the services `first` names: kolla_salt.backup.restore_stops) and the member,
     puts backup `name` into its datadir with the records of the jobs that fill it, and
-    starts the member and, `restart_writers`, what it stopped (always when the restore
-    failed: they come back to the data they left). The progress on salt-call's stderr,
-    as `command`'s."""
+    starts the member. The writers stay stopped for the deploy that follows, as a
+    master's restore leaves them; when the restore failed they start again, on the
+    data they left. The host's health loop restarts nothing meanwhile (a stopped
+    member fails its check). The progress on salt-call's stderr, as `command`'s."""
+    from kolla_salt import healthloop
     out = _progress(command)
     manager = _manager(out)
     manifest = _backups().find(name)
     member = _member(manager)
-    stopped = _writers_stopped(manager, first)
-    restored = False
-    try:
-        manager.stop_each([member.name])
-        _datadir_restored(manager, manifest, out)
-        manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
-        restored = True
-    finally:
-        manager.start_each([member.name] + (stopped[::-1] if restart_writers or not restored else []))
+    with healthloop.ledger(_kolla()["settings"]).paused_restarts():
+        stopped = _writers_stopped(manager, first)
+        restored = False
+        try:
+            manager.stop_each([member.name])
+            _datadir_restored(manager, manifest, out)
+            manager.set_job_records(manifest["jobs"])   # what the jobs had done to the data then
+            restored = True
+        finally:
+            manager.start_each([member.name] + ([] if restored else stopped[::-1]))
     return True
 
 
-@_refusal
 def list_():
     """The manifests of this host's whole backups, oldest first."""
     return _backups().list()
