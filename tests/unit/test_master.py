@@ -149,3 +149,27 @@ def test_the_hosts_that_answer_are_heard_while_one_is_down(monkeypatch):
                                            stdout="" if timeout <= waits else json.dumps(said), stderr="")
     monkeypatch.setattr(master, "command", salt)
     assert master.returns("*", "kolla_container.facts", timeout=10) == {"host1": {"code": "x"}}
+
+
+def test_a_restore_the_runner_could_not_finish_says_what_it_stopped_and_why_and_no_deploy_follows(monkeypatch):
+    """Master.restore reads kolla_galera.restore's return: what it stopped on each host
+    and the runner's error are said, and it answers False, so mariadb-restore exits 1
+    instead of deploying onto members that are stopped; a restore that ended says the
+    deploy brings the writers back."""
+    said, master = [], Master("/nonexistent", out=lambda line: said.append(line))
+    failed = {"stopped": {"host1": ["keystone", "memcached"], "host2": []}, "ret": {},
+              "error": "mariadb-restore on host3: no space left; the members are stopped"}
+
+    def runner(returned, code):
+        monkeypatch.setattr(master, "command", lambda *args, timeout: subprocess.CompletedProcess(
+            args, code, stdout=json.dumps(returned), stderr=""))
+        return master.restore("20261205T1", "mariadb-restore", "host3", "G@kolla:mariadb")
+
+    assert runner(failed, 1) is False
+    assert "[mariadb-restore] host1: stopped keystone, memcached" in said
+    assert said[-1] == "[mariadb-restore] FAILED: mariadb-restore on host3: no space left; the members are stopped"
+    said.clear()
+    assert runner({"stopped": {}, "said": ["mariadb: the datadir holds the backup"], "ret": {}, "seconds": 42.9}, 0)
+    assert said[-2:] == ["[mariadb-restore] host3: mariadb: the datadir holds the backup",
+                         "[mariadb-restore] the members hold backup 20261205T1 (42.9 s); the deploy starts the "
+                         "writers again"]
