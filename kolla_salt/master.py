@@ -183,7 +183,10 @@ class Master:
         said = {}
         for host in members:
             held = dict((facts.get(host) or {}).get("galera") or {})
-            if held.pop("spec", None) == hosts[host].get("galera_spec"):
+            spec = held.pop("spec", None)
+            # No member held and none known declared (a prediction refused while another
+            # walk runs says nothing) is no match: the host is asked.
+            if spec is not None and spec == hosts[host].get("galera_spec"):
                 said[host] = held
         asked = [host for host in members if host not in said]
         galera.plan({**said, **(self.returns(asked, "kolla_galera.facts", timeout=60) if asked else {})}, members)

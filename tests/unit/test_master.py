@@ -56,6 +56,13 @@ def test_galera_is_asked_again_only_where_the_held_member_is_not_the_one_declare
     with pytest.raises(galera.GaleraRefused):
         master.check_galera(facts, declared)
     assert asked == ["host1", "host2", "host3"]
+    # A host that holds no member yet, where the declaration's digest is not known
+    # either (its prediction said nothing: another walk ran), is asked, not taken as
+    # having said nothing (a KeyError once, on the lab, instead of the walk's refusal).
+    asked.clear()
+    facts = {"host1": {"galera": held}, "host2": {"galera": None}, "host3": {}}
+    master.check_galera(facts, {"host1": declared["host1"], "host2": {}, "host3": {}})
+    assert asked == ["host2", "host3"]
 
 
 def test_a_declaration_a_host_cannot_compile_is_refused_naming_the_host_and_a_refresh_goes_where_due(
