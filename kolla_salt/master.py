@@ -206,7 +206,7 @@ class Master:
         sys.stdout.flush()
 
     # -- the database (salt/_runners/kolla_galera.py) -----------------------------------
-    def backup(self, why, incremental=False, target="*"):
+    def backup(self, why, incremental, target):
         """kolla_galera.backup: the last Synced member of the hosts `target` places
         mariadb on is copied, desynced meanwhile; its manifest with the "host" that
         keeps it (the secrets its data needs stay on the master). Fails saying why."""

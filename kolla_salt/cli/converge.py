@@ -7,9 +7,9 @@ import sys
 from .. import healthloop
 from ..errors import KollaError, ValidationError
 from ..rollout import changing_hosts, describe
-from ..statereturns import summarise
 from ..inventory import service_specs
 from ..master import compared
+from ..statereturns import summarise
 from ..tree import in_set
 from .common import _client, _declared_here, _ensure_health_loop, _host_name, _host_settings, _on, _release, _road
 from .common import _select, _settings, _split, _validated_pillar

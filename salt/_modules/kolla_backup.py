@@ -140,6 +140,7 @@ def restore_here(name, command, first=None):
     return True
 
 
+@_refusal
 def list_():
     """The manifests of this host's whole backups, oldest first."""
     return _backups().list()
