@@ -16,7 +16,7 @@ from pathlib import Path
 
 from . import paths, safeyaml
 from .errors import KollaError, ValidationError
-from .statereturns import summarise
+from .statereturns import CHECKS_STATE, first_states, refused, summarise
 
 SALT_BIN = Path(sys.executable).parent
 # What `saltutil.sync_all` copies from the checkout's salt/_<kind> (the master's
@@ -293,13 +293,11 @@ class Master:
             facts.update(self.returns(stale, *asked, timeout=ANSWER_SECONDS))
         return {m: f if isinstance(f, dict) else None for m, f in facts.items()}
 
-    def predict(self, hosts, services=(), allow_release_jump=False):
-        """{host: its kolla.deploy state run under test=True} (of `services` only, when
-        given; a release jump said, not refused, with `allow_release_jump`), asked of
-        every host at once: what a deploy would change. It may pull images (comparing
-        needs their ids), hence the long wait. A host that gives no answer is left out."""
-        pillar = {**({"kolla_services": list(services)} if services else {}),
-                  **({"kolla_allow_release_jump": allow_release_jump} if allow_release_jump else {})}
+    def predict(self, hosts, pillar):
+        """{host: its kolla.deploy state run under test=True, with `pillar` (a deploy's:
+        kolla_services, kolla_allow_release_jump)}, asked of every host at once: what a
+        deploy would change. It may pull images (comparing needs their ids), hence the
+        long wait. A host that gives no answer is left out."""
         return self.returns(list(hosts), "state.sls", "kolla.deploy", "test=True",
                             *([f"pillar={json.dumps(pillar)}"] if pillar else []), timeout=PREDICT_SECONDS)
 
@@ -316,6 +314,56 @@ class Master:
         return changed
 
     # -- changes ---------------------------------------------------------------------
+    def converge(self, command, pillar, test=False, hosts=None, facts=None, predict=False):
+        """`command` (deploy, upgrade) walked across the hosts: salt-run
+        state.orchestrate kolla.COMMAND with `pillar`, on `hosts` (Master.declaration)
+        whose `facts` the preflight gave. With `predict` (a deploy) every host predicts
+        first, in one state run (Master.predict): its first states refuse a bad
+        declaration before anything changes anywhere (statereturns.refused), each says
+        what its pillar says of itself (taken into `hosts`), Galera's founder is
+        checked, and it is the whole answer to --test and to a deploy that changes
+        nothing (no walk). Given pillar kolla_backup_before_migrations (an upgrade) the
+        database is backed up first when a container of its services changes release,
+        as one host's run does in its states. (ok, [{"hosts": {host: states}, "note",
+        "timing", "failure"} of each step]) for the CLI to say."""
+        from .rollout import changing_hosts, describe
+        names = pillar.get("kolla_services") or []
+        for host, declared in sorted(hosts.items()):
+            self.say(f"[{command}] {host}: " + (", ".join(s["name"] for s in declared["services"]
+                                                         if not names or s["name"] in names) or "nothing"))
+        predicted = self.predict(sorted(hosts), pillar) if predict else {}
+        refused(predicted)
+        take_what_pillars_said(hosts, facts, predicted)
+        if predict and (not names or "mariadb" in names):
+            self.check_galera(facts, hosts)
+        if predict and set(predicted) == set(hosts) and (test or not changing_hosts(predicted)):
+            self.say(f"[{command}] predicted: kolla.deploy under test=True on every host at once")
+            if not test:
+                self.say(f"[{command}] {describe({})}")
+            return True, [{"hosts": predicted}]
+        if pillar.get("kolla_backup_before_migrations") and not test:
+            self._backup_before_migrations(pillar["kolla_backup_before_migrations"], names, facts, hosts)
+        how = "one state run on every host: a prediction has no order to keep" if test else WALKS[command]
+        self.say(f"[{command}] {'checking' if test else 'running'} salt-run state.orchestrate kolla.{command} ({how})")
+        ok, steps = self.orchestrate(f"kolla.{command}", pillar, test=test)
+        return ok, [said_step(step) for step in steps]
+
+    def _backup_before_migrations(self, command, names, facts, hosts):
+        """A backup of the Galera cluster (or the one database host) when a container of
+        `names` on any host changes release: migrations no container rollback takes back."""
+        from .backup import changing_releases
+        changing = set().union(*(changing_releases([s for s in declared["services"] if s["name"] in names],
+                                                    facts[host]["releases"]) for host, declared in hosts.items()))
+        members, step = self.members("mariadb", facts)
+        if changing and members:
+            self.backup(f"before the upgrade to {', '.join(sorted(changing))} ({command})", False, step["target"])
+
+    def settle(self, command, hosts=None):
+        """After a change: the minions whose pillar changed take it (refresh_pillars)."""
+        refreshed = self.refresh_pillars(hosts or {})
+        if refreshed:
+            self.say(f"[{command}] pillar refreshed on {', '.join(refreshed)} (what their minions hold changed)")
+
     def orchestrate(self, sls, pillar=None, test=False, timeout=3600):
         """salt-run state.orchestrate SLS; returns (succeeded, the return of each step in run order)."""
         args = ["state.orchestrate", sls, f"pillar={json.dumps(pillar or {})}", "--out=json"]
@@ -338,6 +386,24 @@ class Master:
         return proc.returncode == 0 and data.get("retcode", 0) == 0, sorted(
             ({"__id__": tag.split("_|-")[1], **ret} for tag, ret in steps.items()),
             key=lambda ret: ret.get("__run_num__", 0))
+
+
+# How a real walk goes (kolla_salt.rollout.walk), for the operator.
+WALKS = {"deploy": "a prediction first, then each set where it changes something, once the sets it waits for are "
+                   "healthy, side by side with the sets that do not wait for each other",
+         "upgrade": "a prediction first, then set by set and batch by batch where it changes something, each gated "
+                    "on the health of the one before"}
+
+
+def take_what_pillars_said(hosts, facts, predicted):
+    """Each host's prediction says what its pillar says of itself (the first state's
+    `declared`, pillar_summary): taken into `hosts` against its facts (whether its
+    minion holds that pillar, its Galera member). A host that said nothing is
+    refreshed after the walk and its member asked."""
+    for host, states in predicted.items():
+        said = (first_states(states).get(CHECKS_STATE) or {}).get("declared")
+        if said:
+            hosts[host].update(compared(facts[host], said))
 
 
 def _no_answer(ret):
@@ -365,6 +431,14 @@ def step_timing(step):
 def step_note(step):
     """What a runner step says it did, for the operator (salt/_runners/kolla_rollout.py), or None."""
     return _runner_return(step).get("note")
+
+
+def said_step(step):
+    """A step of an orchestration as the CLI says it: its hosts' state returns, the
+    runner's note, its timing and why it failed (None when it did not)."""
+    failure = step_failure(step)
+    return {"hosts": host_returns(step), "note": step_note(step), "timing": step_timing(step),
+            "failure": failure and f"{step['__id__']}: {failure}"}   # a runner step's name is its function
 
 
 def step_failure(step):

@@ -1,6 +1,7 @@
 """Running the checkout's states masterless: `salt-call --local` with a
 minion config generated under the state folder (no /etc/salt needed, nothing
 else on the host is touched)."""
+import contextlib
 import json
 import os
 import socket
@@ -13,6 +14,7 @@ import yaml
 from . import paths
 from .errors import KollaError
 from .private import redact
+from .statereturns import refused, services_run
 
 LOG_DIR = Path("/var/log/kolla-salt")
 
@@ -72,10 +74,11 @@ class Here:
     compiled by Salt as on a minion. So a host action (`stop`, `destroy`, `status`,
     `logs`) has one road whether it goes to one host or through a master to all:
     `ask_all`, `returns` and `host_facts` answer as Master's do, keyed None (no host
-    to name)."""
+    to name), and so do `converge` and `settle` (a deploy's or an upgrade's run)."""
 
-    def __init__(self, config_dir, state_dir, secrets=()):
-        self.config_dir, self.state_dir, self.secrets = config_dir, state_dir, list(secrets)
+    def __init__(self, config_dir, settings, secrets=()):
+        self.config_dir, self.settings, self.secrets = config_dir, settings, list(secrets)
+        self.state_dir = settings["kolla_state_directory"]
 
     def ask_all(self, function, *args, timeout=None):
         """{None: FUNCTION's return}; a failure raises, what Salt said of it on stderr."""
@@ -110,3 +113,48 @@ class Here:
         failure raises, salt-call said why."""
         self.ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(command), json.dumps(list(first)))
         return True
+
+    def converge(self, command, pillar, test=False, hosts=None, facts=None, predict=False):
+        """`command` (deploy; an upgrade is one too, its pillar
+        kolla_backup_before_migrations backing the database up within the run) on this
+        host: salt-call --local state.apply kolla.deploy with `pillar`, the pillar
+        compiled once, by Salt; the health loop's restarts paused meanwhile (it must
+        not restart a container being swapped in). Refused before anything changed as
+        its first states say (statereturns.refused). (ok, [the one step: {"hosts":
+        {None: its states}}]); `hosts` gets what the run deployed. `facts`,
+        `predict`: a master's (one state run is its own prediction here)."""
+        from .healthloop import ledger
+        names = pillar.get("kolla_services") or []
+        print(f"[{command}] {'checking' if test else 'deploying'} "
+              f"{', '.join(names) or 'every service declared for this host'} "
+              f"(salt-call --local state.apply kolla.deploy)", flush=True)
+        # Every password of passwords.yml is hidden from what is printed, not only those
+        # this host's pillar holds (the ones its services use).
+        with contextlib.nullcontext() if test else ledger(self.settings).paused_restarts():
+            code, states = salt_call(self.config_dir, self.state_dir,
+                                     ["state.apply", "kolla.deploy", f"pillar={json.dumps(pillar)}",
+                                      *(["test=True"] if test else [])], self.secrets)
+        refused({None: states})
+        if hosts is not None:
+            hosts[None] = {"services": services_run(states)}
+        return code == 0, [{"hosts": {None: states}}]
+
+    def settle(self, command, hosts=None):
+        """After containers changed (whatever the outcome: a failed upgrade leaves the
+        restored containers to watch): this host's health loop watches them, or is
+        stopped when it has nothing to do. `hosts`: a master's."""
+        from . import healthloop
+        settings = self.settings
+        schedule = healthloop.backup_schedule(settings, self.config_dir)
+        if not settings["enable_health_loop"] and not schedule:
+            if healthloop.stop_health_daemon(settings):
+                print(f"[{command}] health loop: stopped (enable_health_loop is false)")
+            return
+        daemon = healthloop.ensure_health_daemon(settings, config_dir=self.config_dir)
+        print(f"[{command}] health loop: {'started' if daemon['started'] else 'running'} (pid {daemon['pid']}, "
+              + (f"check every {settings['health_check_interval']} s, restart after "
+                 f"{settings['health_failure_threshold']} failures" if settings["enable_health_loop"]
+                 else "no checks: enable_health_loop is false")
+              + (f"; a database backup when the newest is {settings['mariadb_backup_interval_minutes']} minutes "
+                 f"old, {settings['mariadb_backups_kept']} scheduled ones kept" if schedule else "")
+              + f"; log {healthloop.daemon_root(settings) / 'minion.log'})", flush=True)

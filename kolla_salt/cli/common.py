@@ -3,7 +3,6 @@
 import socket
 import sys
 
-from .. import healthloop
 from ..errors import KollaError, ValidationError
 
 
@@ -77,24 +76,6 @@ def _host_settings(args, interfaces=None):
     return {**settings, **host_facts(settings, interface_address(settings, interfaces or local_interfaces()))}
 
 
-def _ensure_health_loop(args, settings, command):
-    """After containers changed, the loop watches them (whatever the outcome:
-    a failed upgrade leaves the restored containers to watch)."""
-    schedule = healthloop.backup_schedule(settings, args.config_dir)
-    if not settings["enable_health_loop"] and not schedule:
-        if healthloop.stop_health_daemon(settings):
-            print(f"[{command}] health loop: stopped (enable_health_loop is false)")
-        return
-    daemon = healthloop.ensure_health_daemon(settings, config_dir=args.config_dir)
-    print(f"[{command}] health loop: {'started' if daemon['started'] else 'running'} (pid {daemon['pid']}, "
-          + (f"check every {settings['health_check_interval']} s, restart after "
-             f"{settings['health_failure_threshold']} failures" if settings["enable_health_loop"]
-             else "no checks: enable_health_loop is false")
-          + (f"; a database backup when the newest is {settings['mariadb_backup_interval_minutes']} minutes old, "
-             f"{settings['mariadb_backups_kept']} scheduled ones kept" if schedule else "")
-          + f"; log {healthloop.daemon_root(settings) / 'minion.log'})")
-
-
 def _host_and_container(args):
     """HOST:CONTAINER, as `logs` and `rollback` take them through a master."""
     host, _, container = args.container.partition(":")
@@ -113,8 +94,7 @@ def _road(args):
     if getattr(args, "here", None) is None:
         from ..saltcall import Here
         from ..settings import load_passwords
-        args.here = Here(args.config_dir, _settings(args)["kolla_state_directory"],
-                         load_passwords(args.config_dir).values())
+        args.here = Here(args.config_dir, _settings(args), load_passwords(args.config_dir).values())
     return args.here
 
 
@@ -125,11 +105,6 @@ def _one_host(args, host, function, *function_args):
     if host not in found:
         raise KollaError(f"{args.command}: host {host} does not answer the master")
     return found[host]
-
-
-def _on(host):
-    """The prefix naming the host a line is about (none on one host)."""
-    return f"{host}: " if host else ""
 
 
 def _host_name(host):

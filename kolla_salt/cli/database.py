@@ -4,10 +4,10 @@ import json
 import time
 
 from ..errors import KollaError, ValidationError
-from ..statereturns import summarise
-from .common import _check_images, _confirmed, _host_facts, _host_name, _on, _one_host, _refusal_of, _release, _road
+from ..statereturns import on_host, summarise
+from .common import _check_images, _confirmed, _host_facts, _host_name, _one_host, _refusal_of, _release, _road
 from .common import _settings
-from .converge import _all_services, _check_through_master, _deploy, _orchestrate
+from .converge import _all_services, _check_through_master, _converge
 from .declaring import _declaring, _validate_declaration
 
 
@@ -41,13 +41,6 @@ def cmd_mariadb_recovery(args):
     return 0 if failed == 0 else 1
 
 
-def _backup(args, why, incremental=False):
-    """A backup of the database through _road (Master.backup: the last Synced member
-    copied by the runner kolla_galera; Here.backup: this host's, through salt-call);
-    its manifest."""
-    return _road(args).backup(why, incremental, _database_members(args)[1])
-
-
 def _database_members(args, facts=None):
     """(the hosts of mariadb, its placement target): through a master its minions, on
     one host [None] (this host) when mariadb is enabled."""
@@ -77,7 +70,9 @@ def cmd_mariadb_backup(args):
                       f"{manifest['seconds']} s\t{', '.join(sorted(set(manifest['releases'].values()))) or '-'}\t"
                       f"{manifest['why']}")
         return 0
-    manifest = _backup(args, "asked (kolla-salt mariadb-backup)", incremental=args.incremental)
+    # Master.backup: the last Synced member copied by the runner kolla_galera; Here.backup:
+    # this host's, through salt-call.
+    manifest = _road(args).backup("asked (kolla-salt mariadb-backup)", args.incremental, _database_members(args)[1])
     print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
     return 0
 
@@ -103,7 +98,7 @@ def _restore_checked(args, members, host, name, releases):
     from ..backup import backup_directory, master_secrets, release_problems, secret_problems
     manifest = _one_host(args, host, "kolla_backup.find", json.dumps(name))
     if not isinstance(manifest, dict):
-        raise ValidationError([f"{_on(host)}{_refusal_of(manifest)}"])
+        raise ValidationError([f"{on_host(host)}{_refusal_of(manifest)}"])
     # Through a master the secrets stay beside the operator folder; on one host, beside the backup.
     secrets = master_secrets(args.config_dir, name).parent if args.master else backup_directory(_settings(args)) / name
     problems = release_problems(manifest, releases) + secret_problems(manifest, args.config_dir, secrets)
@@ -117,7 +112,7 @@ def _restore_checked(args, members, host, name, releases):
           + ("; the other members are emptied and copy the restored one." if len(members) > 1 else "."))
     found = _one_host(args, host, "kolla_backup.forgotten", json.dumps(name))
     if not isinstance(found, dict):
-        raise KollaError(f"{_on(host)}{_refusal_of(found)}")
+        raise KollaError(f"{on_host(host)}{_refusal_of(found)}")
     for what, (why, each) in found.items():
         print(f"  {what} {why}: {', '.join(each)}")
     return manifest if _confirmed(args) else None
@@ -130,7 +125,7 @@ def _restored(args, target, host, name, first=()):
     stopped (after the services `first` names) and left stopped, for the deploy that
     follows to start (_deploy_everything). Returns the manifest of the backup of what
     it replaced, or None when it failed (said)."""
-    before = _backup(args, f"before restoring {name} (kolla-salt {args.command})")
+    before = _road(args).backup(f"before restoring {name} (kolla-salt {args.command})", False, target)
     return before if _road(args).restore(name, args.command, host, target, first) else None
 
 
@@ -140,12 +135,11 @@ def _deploy_everything(args, facts, hosts=None, allow_jump=False):
     the restored data. `allow_jump`: why a release change outside the upgrade paths
     is allowed (a release rollback's), said."""
     args.services, args.test, args.allow_release_jump = None, False, allow_jump
-    if not args.master:
-        return _deploy(args)
-    hosts = hosts or args.master.declaration(facts)
-    if allow_jump:
-        _check_through_master(hosts, facts, [], allow_jump)
-    return _orchestrate(args, "kolla.deploy", facts, hosts, [])
+    if args.master:
+        hosts = hosts or args.master.declaration(facts)
+        if allow_jump:
+            _check_through_master(hosts, facts, [], allow_jump)
+    return _converge(args, "deploy", facts, hosts or {}, [])
 
 
 def cmd_mariadb_restore(args):
@@ -162,7 +156,7 @@ def cmd_mariadb_restore(args):
                 members[0] if len(members) == 1 else False)
     if host is False:
         raise ValidationError([f"{args.backup}: no such backup on {', '.join(map(_host_name, members))} (backups: "
-                               + "; ".join(f"{_on(h)}{', '.join(m['name'] for m in kept[h]) or 'none'}"
+                               + "; ".join(f"{on_host(h)}{', '.join(m['name'] for m in kept[h]) or 'none'}"
                                            for h in members) + ")"])
     if _restore_checked(args, members, host, args.backup, host_releases(facts)) is None:
         return 1

@@ -4,8 +4,9 @@ import json
 import sys
 
 from ..errors import KollaError, NoEarlierGeneration, ValidationError
+from ..statereturns import on_host
 from ..tree import in_set
-from .common import _client, _confirmed, _ensure_health_loop, _host_and_container, _on, _on_every_host, _one_host
+from .common import _client, _confirmed, _host_and_container, _on_every_host, _one_host
 from .common import _refusal_of, _road, _settings, _split
 from .database import _rollback_release
 from .declaring import _declare_rollback, _declaring
@@ -88,7 +89,7 @@ def _print_logs(args, since):
     if found is None:
         raise KollaError(f"logs: no container named {name}{f' on {host}' if host else ''}")
     if not isinstance(found, dict):
-        raise KollaError(f"logs: {_on(host)}{_refusal_of(found)}")
+        raise KollaError(f"logs: {on_host(host)}{_refusal_of(found)}")
     sys.stdout.write(found["logs"])
     sys.stdout.flush()
     return found
@@ -182,7 +183,7 @@ def cmd_rollback(args):
     def on_host(function, name):
         found = _one_host(args, host, function, name)
         if not isinstance(found, dict):
-            raise KollaError(f"rollback: {_on(host)}{_refusal_of(found)}")
+            raise KollaError(f"rollback: {on_host(host)}{_refusal_of(found)}")
         return found
     # Every target is known (or the rollback refused) before anything changes. A set's
     # container with no earlier generation did not change since: it stays as it is.
@@ -203,8 +204,7 @@ def cmd_rollback(args):
                 return done["returned_to"], done["generation"]
             _declare_rollback(args, f"{host}:{name}" if host else name, found["generation"], rollback, found["pin"])
     finally:
-        if not args.master:
-            _ensure_health_loop(args, _settings(args), "rollback")
+        _road(args).settle("rollback")
     print("[rollback] pins.yml keeps this at the next deploy; `kolla-salt unpin NAME` lets it follow "
           "globals.yml again")
     return 0
@@ -255,9 +255,9 @@ def cmd_stop(args):
     stops its health loop. `deploy` starts them again."""
     for host, done in _on_every_host(args, "stop", json.dumps(_split(args.services))).items():
         if done["health_loop_stopped"]:
-            print(f"[stop] {_on(host)}health loop stopped")
+            print(f"[stop] {on_host(host)}health loop stopped")
         for name in done["stopped"]:
-            print(f"[stop] {_on(host)}{name} stopped")
+            print(f"[stop] {on_host(host)}{name} stopped")
 
 
 def cmd_destroy(args):
@@ -268,7 +268,7 @@ def cmd_destroy(args):
     if not args.yes_i_really_mean_it:
         for host, plan in plans.items():
             volumes = plan["volumes"]
-            print(f"This removes {_on(host)}{len(plan['containers'] + plan['jobs'])} container(s)"
+            print(f"This removes {on_host(host)}{len(plan['containers'] + plan['jobs'])} container(s)"
                   + (f" and {len(volumes)} volume(s) with their data" if args.remove_volumes else
                      f" (volumes with data are kept: {', '.join(volumes) or 'none'})"))
             for name, command in plan["endings"].items():
@@ -278,9 +278,9 @@ def cmd_destroy(args):
     # (the modules were synced for the plan: no second round)
     for host, done in _on_every_host(args, "destroy", f"remove_volumes={args.remove_volumes}", synced=True).items():
         if done["health_loop_stopped"]:
-            print(f"[destroy] {_on(host)}health loop stopped")
+            print(f"[destroy] {on_host(host)}health loop stopped")
         for name, said in done["ended"].items():
-            print(f"[destroy] {_on(host)}{name}: {said}")
-        print(f"[destroy] {_on(host)}removed {len(done['containers'] + done['jobs'])} container(s)"
+            print(f"[destroy] {on_host(host)}{name}: {said}")
+        print(f"[destroy] {on_host(host)}removed {len(done['containers'] + done['jobs'])} container(s)"
               + (f" and {len(done['volumes'])} volume(s)" if args.remove_volumes else ""))
     return 0

@@ -126,7 +126,8 @@ def test_a_deploys_prediction_says_which_minions_hold_another_pillar_and_only_th
     returns what its pillar says of itself in kolla.deploy's first state; a host whose
     minion holds another pillar (its facts' digest), or whose prediction said nothing,
     is refreshed, the others are not."""
-    from kolla_salt.cli.converge import CHECKS_STATE, _take_what_pillars_said
+    from kolla_salt.master import take_what_pillars_said
+    from kolla_salt.statereturns import CHECKS_STATE
     write_secrets(tmp_path)
     summary = pillar_summary(pillar(tmp_path))
     master, refreshed = Master("/nonexistent"), []
@@ -136,7 +137,7 @@ def test_a_deploys_prediction_says_which_minions_hold_another_pillar_and_only_th
     predicted["h3"] = {}
     facts = {"h1": {"pillar": summary["pillar"]}, "h2": {"pillar": "an older one"}, "h3": {"pillar": summary["pillar"]}}
     hosts = {host: {"services": []} for host in facts}
-    _take_what_pillars_said(hosts, facts, predicted)
+    take_what_pillars_said(hosts, facts, predicted)
     assert hosts["h1"]["galera_spec"] == summary["galera_spec"]
     assert master.refresh_pillars(hosts) == ["h2", "h3"]
     assert refreshed[0][:3] == ("salt", "-L", "h2,h3")
