@@ -181,3 +181,46 @@ def test_a_restore_the_runner_could_not_finish_says_what_it_stopped_and_why_and_
     assert said[-2:] == ["[mariadb-restore] host3: mariadb: the datadir holds the backup",
                          "[mariadb-restore] the members hold backup 20261205T1 (42.9 s); the deploy starts the "
                          "writers again"]
+
+
+@pytest.mark.parametrize("running, backed_up", [("2026.1", True), ("2026.2", False)])
+def test_an_upgrade_through_a_master_backs_the_database_up_before_its_walk_when_a_release_changes(
+        monkeypatch, running, backed_up):
+    """Migrations no container rollback takes back: the cluster is copied before the
+    walk, from the facts the preflight gave (no second preflight), and not when every
+    container already runs the release (an upgrade run again to complete one)."""
+    said, done = [], []
+    master = Master("/nonexistent", out=said.append)
+    monkeypatch.setattr(master, "members", lambda service, facts: (["h1"], {"target": "h1 or h2"}))
+    monkeypatch.setattr(master, "backup", lambda why, incremental, target: done.append(("backup", why, target)))
+    monkeypatch.setattr(master, "orchestrate", lambda sls, pillar, test: done.append(("walk", sls, pillar)) or (
+        True, [{"__id__": "kolla-upgrade-keystone", "result": True, "changes": {"ret": {"h1": {}}},
+                "start_time": "10:00", "duration": 1500}]))
+    hosts = {"h1": {"services": [{"name": "keystone", "release": "2026.2",
+                                  "containers": [{"spec": {"name": "keystone"}}]}]}}
+    pillar = {"kolla_services": ["keystone"], "kolla_backup_before_migrations": "kolla-salt upgrade"}
+    ok, steps = master.converge("upgrade", pillar, hosts=hosts, facts={"h1": {"releases": {"keystone": running}}})
+    assert done == [("backup", "before the upgrade to 2026.2 (kolla-salt upgrade)", "h1 or h2")] * backed_up + [
+        ("walk", "kolla.upgrade", pillar)]
+    assert ok and steps == [{"hosts": {"h1": {}}, "note": None, "failure": None,
+                             "timing": "kolla-upgrade-keystone: began 10:00, took 1.5 s"}]
+    assert said[0] == "[upgrade] h1: keystone"
+
+
+def test_a_deploy_through_a_master_that_changes_nothing_is_answered_by_the_prediction_without_a_walk(monkeypatch):
+    """Every host's prediction is the whole answer when no host would change anything;
+    one that refuses stops the deploy before any walk, naming the host."""
+    from kolla_salt.statereturns import CHECKS_STATE
+    master, walks = Master("/nonexistent", out=lambda line: None), []
+    monkeypatch.setattr(master, "orchestrate", lambda *args, **kwargs: walks.append(args) or (True, []))
+    checks = f"kolla_container_|-{CHECKS_STATE}_|-{CHECKS_STATE}_|-deployable"
+    unchanged = {checks: {"result": True, "comment": "", "changes": {}, "__run_num__": 0}}
+    monkeypatch.setattr(master, "predict", lambda hosts, pillar: {host: unchanged for host in hosts})
+    hosts = {"h1": {"services": []}, "h2": {"services": []}}
+    ok, steps = master.converge("deploy", {"kolla_services": ["keystone"]}, hosts=hosts, facts={}, predict=True)
+    assert ok and steps == [{"hosts": {"h1": unchanged, "h2": unchanged}}] and walks == []
+    refusing = {checks: {"result": False, "comment": "keystone: image x is not on this host", "__run_num__": 0}}
+    monkeypatch.setattr(master, "predict", lambda hosts, pillar: {"h1": unchanged, "h2": refusing})
+    with pytest.raises(ValidationError) as refusal:
+        master.converge("deploy", {}, hosts=hosts, facts={}, predict=True)
+    assert refusal.value.problems == ["h2: keystone: image x is not on this host"] and walks == []
