@@ -180,7 +180,7 @@ def cmd_rollback(args):
         host = None
         names = [args.container] if args.container else _set_containers(args)[::-1]   # a set: reverse order
 
-    def on_host(function, name):
+    def asked(function, name):
         found = _one_host(args, host, function, name)
         if not isinstance(found, dict):
             raise KollaError(f"rollback: {on_host(host)}{_refusal_of(found)}")
@@ -189,7 +189,7 @@ def cmd_rollback(args):
     # container with no earlier generation did not change since: it stays as it is.
     targets = {}
     for name in names:
-        found = on_host("kolla_container.rollback_target", name)
+        found = asked("kolla_container.rollback_target", name)
         if "none" in found and args.container:
             raise NoEarlierGeneration(found["none"])
         if "none" in found:
@@ -200,7 +200,7 @@ def cmd_rollback(args):
     try:
         for name, found in targets.items():
             def rollback(name=name):
-                done = on_host("kolla_container.rollback", name)
+                done = asked("kolla_container.rollback", name)
                 return done["returned_to"], done["generation"]
             _declare_rollback(args, f"{host}:{name}" if host else name, found["generation"], rollback, found["pin"])
     finally:
