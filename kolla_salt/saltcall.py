@@ -142,9 +142,11 @@ class Here:
     def settle(self, command, hosts=None):
         """After containers changed (whatever the outcome: a failed upgrade leaves the
         restored containers to watch): this host's health loop watches them, or is
-        stopped when it has nothing to do. `hosts`: a master's."""
+        stopped when it has nothing to do, as the declaration says now (a release
+        rollback declares after this road was made). `hosts`: a master's."""
         from . import healthloop
-        settings = self.settings
+        from .settings import load_settings
+        settings = load_settings(self.config_dir)
         schedule = healthloop.backup_schedule(settings, self.config_dir)
         if not settings["enable_health_loop"] and not schedule:
             if healthloop.stop_health_daemon(settings):
