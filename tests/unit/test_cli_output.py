@@ -32,3 +32,27 @@ def test_a_rollback_a_host_refuses_says_the_hosts_reason(monkeypatch):
     with pytest.raises(KollaError) as refusal:
         operate.cmd_rollback(args)
     assert str(refusal.value) == "rollback: host2: memcached: no earlier generation to go back to"
+
+
+def test_settle_follows_the_declaration_as_it_is_after_the_command(tmp_path, monkeypatch, capsys):
+    """A release rollback declares after its road was made: settling must read the
+    declaration then (here the health loop was turned off meanwhile, so it is stopped,
+    not kept running on the settings the road began with)."""
+    import yaml
+
+    from kolla_salt import healthloop
+    from kolla_salt.saltcall import Here
+    from kolla_salt.settings import load_settings
+    globals_file = tmp_path / "globals.yml"
+    declared = {"enable_health_loop": True, "kolla_state_directory": str(tmp_path / "state")}
+    globals_file.write_text(yaml.safe_dump(declared))
+    road = Here(str(tmp_path), load_settings(str(tmp_path)))
+    globals_file.write_text(yaml.safe_dump({**declared, "enable_health_loop": False}))
+    stopped = []
+    monkeypatch.setattr(healthloop, "backup_schedule", lambda settings, config_dir: None)
+    monkeypatch.setattr(healthloop, "stop_health_daemon", lambda settings: stopped.append(settings) or True)
+    monkeypatch.setattr(healthloop, "ensure_health_daemon", lambda *a, **k: (_ for _ in ()).throw(
+        AssertionError("the loop was kept on the settings the road began with")))
+    road.settle("rollback")
+    assert len(stopped) == 1
+    assert "[rollback] health loop: stopped (enable_health_loop is false)" in capsys.readouterr().out
