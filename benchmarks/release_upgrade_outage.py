@@ -23,6 +23,7 @@ import docker
 
 from common import BenchEnv, Prober, token_request
 from kolla_salt.build import discover
+from kolla_salt.settings import default_tag
 from kolla_salt.spec import LABEL_RELEASE
 
 NAMESPACE = "kolla-bench"
@@ -36,12 +37,13 @@ def tag_images(client, release, next_release, distinct):
     made = []
     for release_ in (release, next_release):
         for name in SERVICE_IMAGES:
-            image = client.images.get(f"kolla-salt/{name}:{release_}-source")
+            tag = default_tag(release_)
+            image = client.images.get(f"kolla-salt/{name}:{tag}")
             if distinct and release_ == next_release and LABEL_RELEASE not in image.labels:
                 image, _ = client.images.build(fileobj=io.BytesIO(f"FROM {image.id}\nLABEL kolla.bench=distinct\n"
                                                                   .encode()), rm=True)
-            image.tag(f"{NAMESPACE}/{name}", f"{release_}-source")
-            made.append(f"{NAMESPACE}/{name}:{release_}-source")
+            image.tag(f"{NAMESPACE}/{name}", tag)
+            made.append(f"{NAMESPACE}/{name}:{tag}")
     return made
 
 

@@ -173,7 +173,7 @@ def from_registry(ref):
 
 
 def rootfs_ref(settings):
-    return f"{settings['docker_namespace']}/rootfs-{settings['base_distro']}-{settings['base_distro_release']}:latest"
+    return f"{settings['docker_namespace']}/rootfs-{settings['kolla_base_distro']}-{settings['kolla_base_distro_version']}:latest"
 
 
 class Builder:
@@ -194,9 +194,7 @@ class Builder:
         ref = rootfs_ref(self.settings)
         if not force and self._image(ref) is not None:
             return ref
-        distro, release = self.settings["base_distro"], self.settings["base_distro_release"]
-        if distro != "debian":
-            raise KollaError(f"globals: base_distro '{distro}' is not supported (debian only)")
+        release = self.settings["kolla_base_distro_version"]
         if not shutil.which("debootstrap"):
             raise KollaError("debootstrap is not installed: run `make setup`")
         mirror = self.settings["base_distro_mirror"]

@@ -136,6 +136,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             overrides = {p.name: p for p in sorted(override_dir.iterdir()) if p.is_file()}
         used_overrides = set()
         entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
+                 "base": f"{renderer.settings['kolla_base_distro']}-{renderer.settings['kolla_base_distro_version']}",
                  "containers": [], "jobs": [], "post_jobs": [], "final_jobs": [],
                  "caches_database": bool(definition.get("caches_database"))}
         trusting = []   # its containers that trust the CA

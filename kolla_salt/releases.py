@@ -86,14 +86,40 @@ def skew_problems(releases, declared, behind):
     return problems
 
 
-def running_releases(client, prefix=""):
-    """{managed container: the release its image was built for} on one engine, of the
-    containers whose name starts with `prefix` (only images whose content depends on
-    the release carry the label)."""
+def base_move_problems(services, running, host=None):
+    """A problem per container of `services` (pillar entries) whose image is built on
+    another base than its service declares (`running`: {container: its image's base}),
+    as a line naming `host` when given. Moving a running cloud to another base brings
+    every infrastructure project's next major with it (RabbitMQ 3.10 -> 4.x has no
+    direct upgrade path): no route does that yet, so the move is refused, whatever the
+    container. A container held at a generation (pins.yml) keeps what it ran."""
+    problems = []
+    for service in services:
+        for container in service["containers"]:
+            old = running.get(container["spec"]["name"])
+            if container.get("pin") is None and old and old != service["base"]:
+                problems.append(f"{host + ': ' if host else ''}{service['name']}: {container['spec']['name']} runs "
+                                f"on {old} images, declared {service['base']}: moving a running cloud to another "
+                                f"base is not supported yet (RabbitMQ, MariaDB and OVN change major versions with "
+                                f"it; docs/operations.md, \"The images' base\"); set kolla_base_distro_version: "
+                                f"\"{old.split('-', 1)[1]}\" in globals.yml to keep it")
+    return problems
+
+
+# Images kolla-salt built before it labelled their base were all built on bookworm.
+UNLABELLED_BASE = "debian-bookworm"
+
+
+def running_images(client, prefix=""):
+    """{managed container: (the release its image was built for or None, its base or
+    None)} on one engine, of the containers whose name starts with `prefix`. Only images
+    whose content depends on the release carry a release; images not built by
+    kolla-salt have no base."""
     import docker.errors
 
+    from .build import BUILD_HASH_LABEL
     from .engine import current_entries
-    from .spec import LABEL_RELEASE
+    from .spec import LABEL_BASE, LABEL_RELEASE
     images, found = {}, {}
     for name, entry in current_entries(client, prefix):
         if entry["ImageID"] not in images:
@@ -101,7 +127,13 @@ def running_releases(client, prefix=""):
                 labels = client.api.inspect_image(entry["ImageID"])["Config"].get("Labels") or {}
             except docker.errors.NotFound:
                 labels = {}
-            images[entry["ImageID"]] = labels.get(LABEL_RELEASE)
-        if images[entry["ImageID"]]:
-            found[name] = images[entry["ImageID"]]
+            base = labels.get(LABEL_BASE) or (UNLABELLED_BASE if BUILD_HASH_LABEL in labels else None)
+            images[entry["ImageID"]] = (labels.get(LABEL_RELEASE), base)
+        found[name] = images[entry["ImageID"]]
     return found
+
+
+def running_releases(client, prefix=""):
+    """{managed container: the release its image was built for} on one engine (those
+    whose image says; running_images)."""
+    return {name: release for name, (release, _) in running_images(client, prefix).items() if release}

@@ -186,7 +186,7 @@ def load_settings(config_dir, warnings=None):
     settings = dict(defaults)
     for key, value in user.items():
         if key not in defaults:
-            if warnings is not None:
+            if warnings is not None and key not in RENAMED_SETTINGS:
                 warnings.append(f"{globals_file}: key '{key}' is not used by kolla-salt (ignored)")
             continue
         value = ansible_boolean(value) if isinstance(defaults[key], bool) else value
@@ -196,6 +196,12 @@ def load_settings(config_dir, warnings=None):
     if settings["openstack_release"] not in releases:
         problems.append(f"{globals_file}: key 'openstack_release' is '{settings['openstack_release']}'; "
                         f"known releases: {', '.join(releases)}")
+    if settings["kolla_base_distro"] != "debian":
+        problems.append(f"{globals_file}: key 'kolla_base_distro' is {settings['kolla_base_distro']!r}; "
+                        f"kolla-salt builds its images on debian only")
+    for key, renamed in RENAMED_SETTINGS.items():
+        if key in user:
+            problems.append(f"{globals_file}: key '{key}' is now '{renamed}' (kolla-ansible's name)")
     if settings["kolla_install_type"] not in ("binary", "source"):
         problems.append(f"{globals_file}: key 'kolla_install_type' must be binary or source, "
                         f"got {settings['kolla_install_type']!r}")
@@ -212,6 +218,9 @@ def load_settings(config_dir, warnings=None):
         problems.append(f"{globals_file}: release '{settings['openstack_release']}' has no "
                         f"{settings['kolla_install_type']} images; set kolla_install_type to "
                         f"{'source' if release.get('source') else 'binary'}")
+    if release:
+        problems.extend(base_problems(release, settings["openstack_release"], settings["kolla_base_distro_version"],
+                                      globals_file))
     problems.extend(vip_problems(settings, globals_file))
     problems.extend(tls_problems(settings, globals_file))
     if settings["mariadb_backup_directory"] and not os.path.isabs(settings["mariadb_backup_directory"]):
@@ -222,6 +231,9 @@ def load_settings(config_dir, warnings=None):
     settings["release_versions"] = release.get("source", {})
     settings["release_constraints"] = release.get("constraints", [])
     settings["release_libraries"] = release.get("libraries", {})
+    # An empty base follows each release's default (a pinned service's too): kept apart.
+    settings["declared_base_version"] = settings["kolla_base_distro_version"]
+    settings["kolla_base_distro_version"] = settings["kolla_base_distro_version"] or release["bases"][0]
     settings["openstack_tag"] = settings["openstack_tag"] or release_tag(settings)
     settings["api_interface"] = settings["api_interface"] or settings["network_interface"]
     settings["kolla_external_fqdn"] = settings["kolla_external_fqdn"] or settings["kolla_external_vip_address"]
@@ -268,15 +280,36 @@ def tls_problems(settings, globals_file):
     return found
 
 
+# Keys of globals.yml kolla-salt once read under another name: refused, not ignored
+# (ignored, the base would silently change under a running cloud).
+RENAMED_SETTINGS = {"base_distro": "kolla_base_distro", "base_distro_release": "kolla_base_distro_version"}
+
+
+def base_problems(release, name, version, where):
+    """A problem if the declared base `version` ("" is the release's default) is not one
+    release `name` (its releases.yml entry) builds on."""
+    if version and version not in release["bases"]:
+        return [f"{where}: key 'kolla_base_distro_version' is {version!r}; release {name} builds on "
+                f"{', '.join(release['bases'])} (pillar/defaults/releases.yml: bases)"]
+    return []
+
+
 def release_tag(settings):
-    """The tag `kolla-salt build` gives a release's images: 2026.1-source, zed."""
-    return settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else "")
+    """The tag `kolla-salt build` gives a release's images on its base:
+    2026.1-source-trixie, zed-bookworm."""
+    return (settings["openstack_release"] + ("-source" if settings["kolla_install_type"] == "source" else "")
+            + "-" + settings["kolla_base_distro_version"])
+
+
+def default_tag(release=None):
+    """The tag a plain `kolla-salt build` (`--release release`) gives its images."""
+    settings = default_settings()
+    return release_tag(settings_for_release(settings, release or settings["openstack_release"]))
 
 
 def default_image(name):
     """The image a plain `kolla-salt build` makes of `name` (what tests and benchmarks run)."""
-    settings = default_settings()
-    return image_ref(settings, name, release_tag(settings))
+    return image_ref(default_settings(), name, default_tag())
 
 
 def settings_for_release(settings, release):
@@ -285,9 +318,14 @@ def settings_for_release(settings, release):
     info = load_releases()[release]
     install_type = settings["kolla_install_type"] if info.get(settings["kolla_install_type"]) else (
         "source" if info.get("source") else "binary")
+    declared_base = settings.get("declared_base_version", "")
+    problems = base_problems(info, release, declared_base, "globals.yml")
+    if problems:
+        raise ValidationError(problems)
     changed = dict(settings, openstack_release=release, kolla_install_type=install_type,
                    release_versions=info.get("source", {}), release_constraints=info.get("constraints", []),
-                   release_libraries=info.get("libraries", {}))
+                   release_libraries=info.get("libraries", {}),
+                   kolla_base_distro_version=declared_base or info["bases"][0])
     changed["openstack_tag"] = release_tag(changed)
     return changed
 

@@ -34,6 +34,7 @@ LABEL_SPEC = "kolla.spec"            # canonical spec, environment values hashed
 LABEL_CONFIG_HASH = "kolla.config-hash"
 LABEL_JOB = "kolla.job"
 LABEL_RELEASE = "kolla.release"        # on images whose content depends on the release
+LABEL_BASE = "kolla.base"              # on every image: the distribution it is built on (debian-trixie)
 LABEL_LISTEN_PORT = "kolla.listen-port"  # the port a blue-green generation listens on
 LABEL_VOLUME_ID = "kolla.volume-id"  # a named volume's identity: a recreated volume has a new one
 

@@ -76,8 +76,9 @@ def build_parser():
     add("rotate-keys", cmd_rotate_keys, "rotate keystone's fernet keys (keys/keystone/fernet) once every host "
                                         "holds the current ones, then deploy them to every keystone host")
     p = add("releases", cmd_releases, "list the OpenStack releases whose whole cloud kolla-salt's tests prove, "
-                                      "oldest first")
-    p.add_argument("--all", action="store_true", help="every release kolla-salt can build, and what is proven of it")
+                                      "oldest first, with the Debian bases it is proven on")
+    p.add_argument("--all", action="store_true", help="every release kolla-salt can build, the bases it builds on "
+                                                      "(the default first) and what is proven of it")
     add("settings", cmd_settings, "list every setting of globals.yml with its default, the file that "
                                   "declares it and the operator's value")
     p = add("status", cmd_status, "show the container-set tree with state, health, image, generation")

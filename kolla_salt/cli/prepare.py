@@ -122,16 +122,20 @@ def cmd_validate(args):
 
 
 def cmd_releases(args):
-    """The releases whose whole cloud kolla-salt's tests prove (releases.yml `cloud`);
-    with --all every release it can build, and what is proven of each."""
+    """The releases whose whole cloud kolla-salt's tests prove (releases.yml `cloud`),
+    on the bases they prove it; with --all every release it can build, the bases each
+    builds on (the default first), and what is proven of each."""
     from ..releases import load_releases
     for name, release in load_releases().items():
-        if not (args.all or release.get("cloud")):
+        proven = release.get("cloud") or []
+        if not (args.all or proven):
             continue
         types = [t for t in ("binary", "source") if release.get(t)]
         versions = ", ".join(f"{p} {v}" for p, v in (release.get("source") or {}).items())
-        proven = "\twhole cloud" if release.get("cloud") else "\tnot the whole cloud"
-        print(f"{name}\t{release['series']}\t{'/'.join(types)}\t{versions}{proven if args.all else ''}")
+        bases = release["bases"] if args.all else proven
+        said = f"\twhole cloud on {', '.join(proven)}" if proven else "\tnot the whole cloud"
+        print(f"{name}\t{release['series']}\t{'/'.join(types)}\tdebian {', '.join(bases)}\t{versions}"
+              f"{said if args.all else ''}")
 
 
 def cmd_settings(args):

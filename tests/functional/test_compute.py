@@ -9,7 +9,7 @@ import pytest
 from conftest import IMAGES, KollaEnv, qemu_pid, while_running
 from guest import wait_for
 
-from kolla_salt.settings import default_settings, release_tag
+from kolla_salt.settings import default_tag
 
 pytestmark = pytest.mark.functional
 DOMAIN = "kstcompguest"
@@ -63,7 +63,7 @@ def test_a_guest_boots_and_outlives_its_libvirt_container_being_upgraded_and_rol
     assert "reasons" in libvirt.labels.get("kolla.spec", "")   # why it is privileged is in its spec
     # The guest's kernel and initramfs, from the guest image, into libvirt's volume.
     docker_client.containers.run(
-        f"{IMAGES}/guest:{release_tag(default_settings())}", ["sh", "-c", f"mkdir -p {IMAGES_DIR} && cp /guest/* {IMAGES_DIR}/"],
+        f"{IMAGES}/guest:{default_tag()}", ["sh", "-c", f"mkdir -p {IMAGES_DIR} && cp /guest/* {IMAGES_DIR}/"],
         volumes={env.name("libvirtd"): {"bind": "/var/lib/libvirt", "mode": "rw"}}, remove=True)
     libvirt.put_archive("/var/lib/libvirt/images", _tar(f"{DOMAIN}.xml", GUEST_XML))
     virsh(docker_client, env, "create", f"/var/lib/libvirt/images/{DOMAIN}.xml")
@@ -155,7 +155,7 @@ def test_destroy_ends_the_guests_first_and_keeps_their_disks(compute, docker_cli
     assert f"[destroy] {env.name('nova_libvirt')}: sh -c for guest in" in out, out
     wait_for("end of the guest's qemu by `destroy`", lambda: ended(qemu), 30, 0.2)
     assert not docker_client.containers.list(all=True, filters={"name": env.name("nova_libvirt")})
-    files = docker_client.containers.run(f"{IMAGES}/guest:{release_tag(default_settings())}", ["ls", IMAGES_DIR],
+    files = docker_client.containers.run(f"{IMAGES}/guest:{default_tag()}", ["ls", IMAGES_DIR],
                                          volumes={env.name("libvirtd"): {"bind": "/var/lib/libvirt", "mode": "ro"}},
                                          remove=True)
     assert b"vmlinuz" in files

@@ -13,6 +13,7 @@ from conftest import IMAGES
 from probes import token_issue, token_valid
 
 from kolla_salt import keys
+from kolla_salt.settings import default_tag
 
 pytestmark = pytest.mark.functional
 CONTROL = {"enable_rabbitmq": False, "enable_cron": False}
@@ -128,9 +129,9 @@ def test_a_per_service_upgrade_leaves_other_services_alone(cloud, docker_client)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"{override}: keystone has no config file 'no-such-file.conf'" in proc.stderr, proc.stderr
     assert (pins.read_text() if pins.exists() else None) == pins_before
-    assert keystone_tag(docker_client, env) == f"{RELEASE}-source"
+    assert keystone_tag(docker_client, env) == default_tag(RELEASE)
     out = env.run("upgrade", "--services", "keystone", "--release", NEXT).stdout
-    assert keystone_tag(docker_client, env) == f"{NEXT}-source"
+    assert keystone_tag(docker_client, env) == default_tag(NEXT)
     # keystone's migrations go forward: the deploy backed the database up before them
     assert out.index("taken before the migrations") < out.index(f"job {env.name('keystone_db_expand')} succeeded"), out
     assert f"before the upgrade to {NEXT} (kolla-salt upgrade)" in env.run("mariadb-backup", "--list").stdout
@@ -145,7 +146,7 @@ def test_a_per_service_upgrade_leaves_other_services_alone(cloud, docker_client)
 def test_a_rollback_survives_a_deploy(cloud, docker_client):
     env = cloud
     env.run("rollback", "keystone")
-    assert keystone_tag(docker_client, env) == f"{RELEASE}-source"
+    assert keystone_tag(docker_client, env) == default_tag(RELEASE)
     keystone = docker_client.containers.get(env.name("keystone")).id
     out = env.run("deploy", "--test").stdout
     assert "0 changed, 0 failed" in out, out
@@ -200,11 +201,11 @@ def test_a_release_change_restarts_no_infrastructure_container(cloud, docker_cli
     image, two tags): the release upgrade replaces keystone only."""
     env = cloud
     for service in ("mariadb", "memcached", "toolbox"):
-        assert (docker_client.images.get(f"{IMAGES}/{service}:{RELEASE}-source").id
-                == docker_client.images.get(f"{IMAGES}/{service}:{NEXT}-source").id)
+        assert (docker_client.images.get(f"{IMAGES}/{service}:{default_tag(RELEASE)}").id
+                == docker_client.images.get(f"{IMAGES}/{service}:{default_tag(NEXT)}").id)
     infrastructure = started(docker_client, env, ["mariadb", "memcached"])
     out = env.run("upgrade", "--release", NEXT).stdout
-    assert keystone_tag(docker_client, env) == f"{NEXT}-source"
+    assert keystone_tag(docker_client, env) == default_tag(NEXT)
     assert started(docker_client, env, ["mariadb", "memcached"]) == infrastructure
     assert f"ran {env.name('keystone_database')}" not in out   # same toolbox image: its job does not run again
     assert "0 changed, 0 failed" in env.run("deploy").stdout
@@ -224,7 +225,7 @@ def test_a_killed_keystone_swap_leaves_one_keystone_serving(cloud, docker_client
     assert_one_generation_serves(env, docker_client, name, interrupted["old_generation"])
     assert env.openstack("token", "issue", "-c", "id").strip()
     env.run("deploy")
-    assert keystone_tag(docker_client, env) == f"{RELEASE}-source"
+    assert keystone_tag(docker_client, env) == default_tag(RELEASE)
     assert "0 changed, 0 failed" in env.run("deploy").stdout
 
 

@@ -7,7 +7,7 @@ import yaml
 from kolla_salt import paths
 from kolla_salt.errors import ValidationError
 from kolla_salt.inventory import build_pillar
-from kolla_salt.settings import load_passwords, load_settings, wanted_passwords
+from kolla_salt.settings import load_passwords, load_settings, settings_for_release, wanted_passwords
 from operator_files import write_secrets
 
 
@@ -21,7 +21,7 @@ def write(folder, name, data, mode=0o600):
 def test_globals_override_defaults_and_derive_tag(tmp_path):
     write(tmp_path, "globals.yml", {"openstack_release": "2026.1", "kolla_install_type": "source"})
     settings = load_settings(tmp_path)
-    assert settings["openstack_tag"] == "2026.1-source"
+    assert settings["openstack_tag"] == "2026.1-source-trixie"   # the release's default base (releases.yml)
     assert settings["release_versions"] == {"keystone": "29.0.0", "glance": "32.0.0", "placement": "15.0.0", "nova": "33.0.2",
                                            "neutron": "28.0.2", "horizon": "25.7.3"}
     assert settings["api_interface"] == "lo"
@@ -73,10 +73,37 @@ def test_ansible_boolean_forms_are_read_as_ansible_reads_them(tmp_path):
 
 
 def test_kolla_ansible_keys_we_do_not_use_only_warn(tmp_path):
-    write(tmp_path, "globals.yml", {"kolla_base_distro": "ubuntu"})
+    write(tmp_path, "globals.yml", {"kolla_base_distro": "debian", "kolla_internal_fqdn": "cloud.example"})
     warnings = []
     load_settings(tmp_path, warnings)
-    assert "kolla_base_distro" in warnings[0]
+    assert warnings == [f"{tmp_path / 'globals.yml'}: key 'kolla_internal_fqdn' is not used by kolla-salt (ignored)"]
+
+
+def test_the_base_is_kolla_ansibles_keys_and_a_base_a_release_does_not_build_on_is_refused(tmp_path):
+    """kolla_base_distro_version picks the base (bookworm stays buildable for 2026.1, in
+    the tag so both bases' images can sit side by side); ubuntu, a base the release
+    does not build on, and the old key names are refused naming the key."""
+    write(tmp_path, "globals.yml", {"kolla_base_distro_version": "bookworm"})
+    assert load_settings(tmp_path)["openstack_tag"] == "2026.1-source-bookworm"
+    path = write(tmp_path, "globals.yml", {"kolla_base_distro": "ubuntu", "openstack_release": "zed",
+                                           "kolla_install_type": "binary", "kolla_base_distro_version": "trixie",
+                                           "base_distro_release": "bookworm"})
+    with pytest.raises(ValidationError) as error:
+        load_settings(tmp_path)
+    assert error.value.problems == [
+        f"{path}: key 'kolla_base_distro' is 'ubuntu'; kolla-salt builds its images on debian only",
+        f"{path}: key 'base_distro_release' is now 'kolla_base_distro_version' (kolla-ansible's name)",
+        f"{path}: key 'kolla_base_distro_version' is 'trixie'; release zed builds on bookworm "
+        f"(pillar/defaults/releases.yml: bases)"]
+
+
+def test_a_release_followed_apart_takes_its_own_default_base_unless_one_is_declared(tmp_path):
+    """zed has binary images on bookworm only; an empty base follows each release's default."""
+    write(tmp_path, "globals.yml", {})
+    assert settings_for_release(load_settings(tmp_path), "zed")["openstack_tag"] == "zed-bookworm"
+    write(tmp_path, "globals.yml", {"kolla_base_distro_version": "trixie"})
+    with pytest.raises(ValidationError, match="key 'kolla_base_distro_version' is 'trixie'; release zed builds on"):
+        settings_for_release(load_settings(tmp_path), "zed")
 
 
 def test_release_without_binary_images_needs_source(tmp_path):
@@ -218,7 +245,7 @@ def test_a_containers_own_tag_beats_its_images(tmp_path):
     images = {name: spec["image"] for name, spec in specs.items()}
     assert images["nova_compute"] == "kolla-salt/nova:compute-fix"
     assert images["nova_api"] == images["nova_scheduler"] == "kolla-salt/nova:control-fix"
-    assert images["nova_libvirt"] == "kolla-salt/libvirt:2026.1-source"
+    assert images["nova_libvirt"] == "kolla-salt/libvirt:2026.1-source-trixie"
 
 
 def test_a_service_enabled_without_one_it_needs_is_refused_naming_both_keys(tmp_path):

@@ -1,7 +1,7 @@
 """The upgrade-path rule: N -> N+1, SLURP .1 -> next .1; jumps and downgrades named."""
 import pytest
 
-from kolla_salt.releases import load_releases, skew_problems, upgrade_path_problem
+from kolla_salt.releases import base_move_problems, load_releases, skew_problems, upgrade_path_problem
 
 RELEASES = {"zed": {"series": "2022.2"}, "2023.1": {"series": "2023.1 (antelope)"},
             "2024.1": {"series": "2024.1 (caracal)"}, "2025.1": {"series": "2025.1 (epoxy)"},
@@ -108,8 +108,30 @@ def test_releases_lists_those_whose_whole_cloud_is_proven_and_all_says_what_is_p
     every = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "releases", "--all"], capture_output=True,
                            text=True, check=True).stdout.splitlines()
     assert [line.split("\t")[0] for line in every] == list(releases)
-    assert all(line.endswith("whole cloud" if releases[line.split("\t")[0]].get("cloud") else "not the whole cloud")
-               for line in every), every
+    for line in every:   # the bases each builds on, the default first, and those the suite proves
+        release = releases[line.split("\t")[0]]
+        assert line.split("\t")[3] == "debian " + ", ".join(release["bases"])
+        proven = release.get("cloud")
+        assert line.endswith(f"whole cloud on {', '.join(proven)}" if proven else "not the whole cloud"), line
+    assert "2026.1\t2026.1 (gazpacho)\tsource\tdebian trixie, bookworm\t" in "\n".join(every)
+
+
+def test_a_container_on_another_base_than_declared_is_refused_naming_the_key_that_keeps_it():
+    """The move of a running cloud to another base is not built: refused before anything
+    changes, naming the container, both bases and globals.yml's key; a held container
+    and one on the declared base pass."""
+    services = [{"name": "rabbitmq", "base": "debian-trixie",
+                 "containers": [{"spec": {"name": "rabbitmq"}, "pin": None}]},
+                {"name": "keystone", "base": "debian-trixie",
+                 "containers": [{"spec": {"name": "keystone"}, "pin": 3}]},
+                {"name": "memcached", "base": "debian-trixie",
+                 "containers": [{"spec": {"name": "memcached"}, "pin": None}]}]
+    running = {"rabbitmq": "debian-bookworm", "keystone": "debian-bookworm", "memcached": "debian-trixie"}
+    assert base_move_problems(services, running, "host1") == [
+        'host1: rabbitmq: rabbitmq runs on debian-bookworm images, declared debian-trixie: moving a running cloud '
+        'to another base is not supported yet (RabbitMQ, MariaDB and OVN change major versions with it; '
+        'docs/operations.md, "The images\' base"); set kolla_base_distro_version: "bookworm" in globals.yml to keep it']
+    assert base_move_problems(services, {}) == []   # nothing runs yet: a first deploy
 
 
 def test_an_images_versions_make_its_releases_source_versions_and_an_unknown_release_is_refused(tmp_path,
