@@ -12,6 +12,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -54,8 +55,9 @@ def ansible_boolean(value):
     return ANSIBLE_BOOLEANS.get(value.strip().lower(), value) if isinstance(value, str) else value
 
 
-def check_value(key, default, value, where, problems):
-    """A value must have the type of its default (bool is not a number)."""
+def check_value(key, default, value, where, problems, rules=()):
+    """A value must have the type of its default (bool is not a number), and keep the
+    rules of VALUE_RULES and the service folders' (`rules`, without `when`)."""
     expected = (int, float) if isinstance(default, float) else type(default)   # 1 is a fine share
     if isinstance(value, bool) != isinstance(default, bool) or not isinstance(value, expected):
         # YAML reads an unquoted 2026.1 as a number: say how to write the string.
@@ -67,50 +69,129 @@ def check_value(key, default, value, where, problems):
         if applies(key) and not valid(value):
             problems.append(f"{where}: key '{key}' must be {what}, got {value!r}")
             return False
+    for rule in rules:
+        if rule.key == key and not rule.when and not rule.valid(value):
+            problems.append(rule.problem(where, value))
+            return False
     return True
 
 
-# Settings whose values are narrower than their type: (which keys, test, what a value must be).
+# Rules of settings no one service reads (pillar/defaults/globals.yml; a service's own
+# settings have theirs in its folder's settings.yml `rules`): (which keys, test, what a value must be).
 VALUE_RULES = [
     (lambda key: key.endswith("_port"), lambda v: 0 < v < 65536, "a port number (1-65535)"),
-    (lambda key: key.startswith("health_") or key in ("cron_logrotate_run_interval", "openstack_service_workers"),
-     lambda v: v > 0,
+    (lambda key: key.startswith("health_") or key == "openstack_service_workers", lambda v: v > 0,
      "greater than 0"),
     (lambda key: key == "health_pressure_limit", lambda v: v <= 1, "a share of time, at most 1"),
     (lambda key: key == "health_slow_timeout_factor", lambda v: v >= 1, "at least 1"),
-    (lambda key: key == "cron_logrotate_rotation_interval", lambda v: v in ("daily", "weekly", "monthly", "yearly"),
-     "daily, weekly, monthly or yearly"),
-    (lambda key: key in ("cron_logrotate_rotation_count", "mariadb_backups_kept"), lambda v: v >= 1, "at least 1"),
-    (lambda key: key == "mariadb_backup_interval_minutes", lambda v: v >= 0, "0 (no schedule) or more minutes"),
-    (lambda key: key == "nova_compute_virt_type", lambda v: v in ("", "kvm", "qemu"),
-     "kvm, qemu or empty (what the host offers)"),
-    (lambda key: key == "nova_console", lambda v: v in ("novnc", "none"), "novnc or none"),
-    # nova-compute's graceful shutdown (27 s: its stop_timeout less 3) holds this wait and its cleanup.
-    (lambda key: key == "nova_compute_shutdown_timeout", lambda v: 0 <= v <= 20, "between 0 and 20 seconds"),
-    (lambda key: key == "haproxy_queue_timeout", lambda v: 1 <= v <= 300, "between 1 and 300 seconds"),
-    (lambda key: key == "memcache_dead_retry", lambda v: 1 <= v <= 300, "between 1 and 300 seconds"),
-    (lambda key: key == "ovs_datapath_type", lambda v: v in ("", "system", "netdev"),
-     "system (the kernel's), netdev (userspace) or empty (what the host offers)"),
-    (lambda key: key == "cron_logrotate_log_maxsize", lambda v: re.fullmatch(r"[1-9][0-9]*[kMG]?", v) is not None,
-     "a size such as 100M (a number, then k, M or G)"),
-    # neutron's flat_networks: names a bridge mapping can hold (no ':' or spaces), or * for any.
-    (lambda key: key == "neutron_physical_networks",
-     lambda v: re.fullmatch(r"\*|[A-Za-z0-9_.-]{1,64}(,[A-Za-z0-9_.-]{1,64})*", v) is not None,
-     "* or physical network names separated by commas (letters, digits, '.', '_', '-'; e.g. physnet1,physnet2)"),
-    # An interface name (the kernel's limit is 15 bytes); it is also an argument of ovs-vswitchd's start.
-    (lambda key: key == "ovs_integration_bridge", lambda v: re.fullmatch(r"[A-Za-z0-9_.-]{1,15}", v) is not None,
-     "a bridge name of 1 to 15 letters, digits, '.', '_' or '-'"),
 ]
 
 
-DECLARATION_KEYS = ("set", "after", "settings", "passwords")
+# A rule of a service folder's settings.yml (`rules: {setting: rule}`): one test of
+# RULE_TESTS; `unit` (of a number), `what` (what a value must be, in place of the one
+# derived from the test; a pattern's must say it), `why` (said after the value), and
+# `when` (a true/false setting: the rule holds only while it is true, checked on the
+# composed value; the only form a rule on another file's setting may take).
+RULE_TESTS = ("choices", "min", "max", "range", "pattern", "not_pattern")
+RULE_KEYS = RULE_TESTS + ("unit", "what", "why", "when")
+
+
+class Rule(NamedTuple):
+    key: str
+    valid: object        # value -> bool
+    what: str
+    when: str = ""
+    why: str = ""
+
+    def problem(self, where, value):
+        when = f" when {self.when} is true" if self.when else ""
+        why = f": {self.why}" if self.why else ""
+        return f"{where}: key '{self.key}' must be {self.what}{when}, got {value!r}{why}"
+
+
+def _alternatives(values):
+    """'kvm, qemu or empty' of [kvm, qemu, ""]."""
+    names = ["empty" if value == "" else str(value) for value in values]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _rule(key, spec, default):
+    """The Rule of a settings.yml's `rules.<key>` (`default`: the setting's default),
+    or what is wrong with it (a string)."""
+    tests = [test for test in RULE_TESTS if test in spec] if isinstance(spec, dict) else []
+    if len(tests) != 1 or set(spec) - set(RULE_KEYS):
+        return f"expected a mapping of one test ({', '.join(RULE_TESTS)}) and unit, what, why, when, got {spec!r}"
+    if not all(isinstance(spec.get(name, ""), str) for name in ("unit", "what", "why", "when")):
+        return "unit, what, why and when must be strings"
+    test, limit = tests[0], spec[tests[0]]
+    unit = f" {spec['unit']}" if spec.get("unit") else ""
+    if test == "choices":
+        if not isinstance(limit, list) or not limit:
+            return "choices must be a list of the values allowed"
+        valid, what = (lambda value: value in limit), _alternatives(limit)
+    elif test in ("min", "max", "range"):
+        bounds = limit if test == "range" else [limit, None] if test == "min" else [None, limit]
+        if not (isinstance(bounds, list) and len(bounds) == 2 and all(_is_number(b) or b is None for b in bounds)
+                and (test != "range" or None not in bounds and bounds[0] <= bounds[1]) and _is_number(default)):
+            return f"{test} {limit!r}: expected {'[low, high]' if test == 'range' else 'a number'} of a number setting"
+        low, high = bounds
+        valid = lambda value: (low is None or value >= low) and (high is None or value <= high)
+        what = (f"between {low} and {high}" if test == "range" else
+                f"at least {low}" if test == "min" else f"at most {high}") + unit
+    else:
+        try:
+            compiled = re.compile(limit) if isinstance(default, str) and isinstance(limit, str) else None
+        except re.error as error:
+            return f"{test}: {error}"
+        if compiled is None or not spec.get("what"):
+            return f"{test}: expected a regular expression of a string setting, with `what` saying what it allows"
+        valid = lambda value: (compiled.fullmatch(value) is not None) == (test == "pattern")
+        what = ""
+    return Rule(key, valid, spec.get("what") or what, spec.get("when", ""), spec.get("why", ""))
+
+
+def value_rules(defaults, origin, problems):
+    """[Rule] of every service folder's settings.yml `rules`: each on a setting its
+    file declares (or, with `when`, on another declared one); a rule its own default
+    breaks, or of an unknown form, is a problem naming the file and key."""
+    found = []
+    for path, declared in service_declarations([]):     # the files' own problems: _composed said them
+        for key, spec in (declared.get("rules") or {}).items():
+            where = f"{path}: key 'rules.{key}'"
+            when = spec.get("when") if isinstance(spec, dict) else None
+            if key not in defaults:
+                problems.append(f"{where}: no file declares the setting {key!r}")
+                continue
+            if origin[key] != path and not when:
+                problems.append(f"{where}: the setting is declared in {origin[key]}; a rule on another file's "
+                                f"setting needs `when` (a true/false setting it holds under)")
+                continue
+            if when is not None and not (isinstance(when, str) and isinstance(defaults.get(when), bool)):
+                problems.append(f"{where}: when {when!r} is not a declared true/false setting")
+                continue
+            rule = _rule(key, spec, defaults[key])
+            if isinstance(rule, str):
+                problems.append(f"{where}: {rule}")
+            elif not rule.when and not rule.valid(defaults[key]):
+                problems.append(f"{where}: its default {defaults[key]!r} is not {rule.what}")
+            else:
+                found.append(rule)
+    return found
+
+
+DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules")
 
 
 def service_declarations(problems):
     """[(path, its content)] of every service folder's settings.yml: its place in the
     container-set tree (`set`, and `after`: the services of its set it comes after),
     the globals.yml keys the service reads with their defaults (`settings`), the
-    passwords.yml keys it needs (`passwords`)."""
+    passwords.yml keys it needs (`passwords`), and what a value of its settings must
+    be beyond its type (`rules`, value_rules)."""
     found = []
     for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
         declared = read_yaml(path, problems)
@@ -122,6 +203,8 @@ def service_declarations(problems):
         elif not isinstance(declared.get("passwords", []), list) \
                 or not all(isinstance(k, str) for k in declared.get("passwords", [])):
             problems.append(f"{path}: key 'passwords' must be a list of passwords.yml keys")
+        elif not isinstance(declared.get("rules") or {}, dict):
+            problems.append(f"{path}: key 'rules' must be a mapping of settings to their rules")
         else:
             found.append((path, declared))
     return found
@@ -180,7 +263,8 @@ ROLES = ("control", "compute", "network", "storage")
 def load_settings(config_dir, warnings=None):
     """Defaults overlaid with globals.yml, validated; plus derived values."""
     problems = []
-    defaults = default_settings(problems)
+    defaults, origin = declared_settings(problems)
+    rules = value_rules(defaults, origin, problems)
     globals_file = Path(config_dir) / "globals.yml"
     user = read_yaml(globals_file, problems)
     settings = dict(defaults)
@@ -190,8 +274,10 @@ def load_settings(config_dir, warnings=None):
                 warnings.append(f"{globals_file}: key '{key}' is not used by kolla-salt (ignored)")
             continue
         value = ansible_boolean(value) if isinstance(defaults[key], bool) else value
-        if check_value(key, defaults[key], value, f"{globals_file}", problems):
+        if check_value(key, defaults[key], value, f"{globals_file}", problems, rules):
             settings[key] = value
+    problems.extend(rule.problem(globals_file, settings[rule.key]) for rule in rules
+                    if rule.when and settings[rule.when] is True and not rule.valid(settings[rule.key]))
     releases = load_releases()
     if settings["openstack_release"] not in releases:
         problems.append(f"{globals_file}: key 'openstack_release' is '{settings['openstack_release']}'; "
@@ -221,11 +307,7 @@ def load_settings(config_dir, warnings=None):
     if release:
         problems.extend(base_problems(release, settings["openstack_release"], settings["kolla_base_distro_version"],
                                       globals_file))
-    problems.extend(vip_problems(settings, globals_file))
     problems.extend(tls_problems(settings, globals_file))
-    if settings["mariadb_backup_directory"] and not os.path.isabs(settings["mariadb_backup_directory"]):
-        problems.append(f"{globals_file}: key 'mariadb_backup_directory' must be an absolute path, got "
-                        f"{settings['mariadb_backup_directory']!r}")
     if problems:
         raise ValidationError(problems)
     settings["release_versions"] = release.get("source", {})
@@ -241,23 +323,6 @@ def load_settings(config_dir, warnings=None):
     settings["haproxy_runtime_directory"] = os.path.join(settings["kolla_state_directory"], "run",
                                                          settings["container_name_prefix"] + "haproxy")
     return settings
-
-
-def vip_problems(settings, globals_file):
-    if not settings["enable_keepalived"]:
-        return []
-    found = []
-    if not settings["enable_haproxy"]:
-        found.append(f"{globals_file}: key 'enable_keepalived' is true but 'enable_haproxy' is false: the VIP "
-                     f"keepalived moves is haproxy's")
-    if str(settings["kolla_internal_vip_address"]).startswith("127."):
-        found.append(f"{globals_file}: key 'kolla_internal_vip_address' is {settings['kolla_internal_vip_address']}, "
-                     f"a loopback address, which keepalived cannot share between hosts; choose an unused "
-                     f"address of the hosts' API network")
-    if not 1 <= settings["keepalived_virtual_router_id"] <= 255:
-        found.append(f"{globals_file}: key 'keepalived_virtual_router_id' must be 1-255, "
-                     f"got {settings['keepalived_virtual_router_id']}")
-    return found
 
 
 def tls_problems(settings, globals_file):

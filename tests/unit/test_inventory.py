@@ -35,7 +35,7 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
         "cron_logrotate_rotation_interval": "hourly", "health_pressure_limit": 1.5, "health_slow_timeout_factor": 0.5,
         "health_stall_window": "10s", "neutron_physical_networks": "physnet1, physnet2",
         "ovs_integration_bridge": "br-int-of-the-cloud", "nova_compute_shutdown_timeout": 30,
-        "memcache_dead_retry": 0})
+        "memcache_dead_retry": 0, "mariadb_backup_directory": "backups", "nova_console": "spice"})
     with pytest.raises(ValidationError) as error:
         load_settings(tmp_path)
     problems = "\n".join(error.value.problems)
@@ -53,6 +53,8 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
     assert f"{path}: key 'health_stall_window' must be a whole number, got '10s'" in problems
     assert f"{path}: key 'nova_compute_shutdown_timeout' must be between 0 and 20 seconds, got 30" in problems
     assert f"{path}: key 'memcache_dead_retry' must be between 1 and 300 seconds, got 0" in problems
+    assert f"{path}: key 'mariadb_backup_directory' must be an absolute path, got 'backups'" in problems
+    assert f"{path}: key 'nova_console' must be novnc or none, got 'spice'" in problems
     assert (f"{path}: key 'neutron_physical_networks' must be * or physical network names separated by commas "
             "(letters, digits, '.', '_', '-'; e.g. physnet1,physnet2), got 'physnet1, physnet2'") in problems
     assert (f"{path}: key 'ovs_integration_bridge' must be a bridge name of 1 to 15 letters, digits, '.', '_' or '-', "
@@ -64,6 +66,70 @@ def test_every_bad_key_is_reported_with_the_file(tmp_path):
     write(tmp_path, "globals.yml", {"openstack_release": "folsom"})
     with pytest.raises(ValidationError, match=f"{path}: key 'openstack_release' is 'folsom'"):
         load_settings(tmp_path)
+
+
+MEMO = {"set": "control", "settings": {"enable_memo": False, "memo_mode": "fast", "memo_depth": 3}}
+
+
+def memo_folder(tmp_path, monkeypatch, rules):
+    """The checkout's services' settings.yml files and one more, memo's, with `rules`."""
+    import shutil
+    services = tmp_path / "services"
+    for path in paths.SERVICES_DIR.glob("*/settings.yml"):
+        (services / path.parent.name).mkdir(parents=True)
+        shutil.copy(path, services / path.parent.name)
+    (services / "memo").mkdir()
+    (services / "memo" / "settings.yml").write_text(yaml.safe_dump({**MEMO, "rules": rules}))
+    monkeypatch.setattr(paths, "SERVICES_DIR", services)
+    return services / "memo" / "settings.yml"
+
+
+def test_a_rule_of_a_services_folder_is_kept_naming_the_file_and_key(tmp_path, monkeypatch):
+    """What a value must be beyond its type is the folder's (settings.yml `rules`): core
+    names no service. A `when` rule holds, on the composed value, while its setting is on."""
+    memo_folder(tmp_path, monkeypatch, {
+        "memo_mode": {"choices": ["fast", "slow"]}, "memo_depth": {"range": [1, 9], "unit": "levels"},
+        "kolla_internal_vip_address": {"not_pattern": r"10\..*", "when": "enable_memo", "what": "outside 10/8",
+                                       "why": "memo owns 10/8"}})
+    path = write(tmp_path, "globals.yml", {"memo_mode": "quick", "memo_depth": 0, "enable_memo": "yes",
+                                           "kolla_internal_vip_address": "10.0.0.5"})
+    with pytest.raises(ValidationError) as error:
+        load_settings(tmp_path)
+    assert sorted(error.value.problems) == [
+        f"{path}: key 'kolla_internal_vip_address' must be outside 10/8 when enable_memo is true, got '10.0.0.5': "
+        f"memo owns 10/8",
+        f"{path}: key 'memo_depth' must be between 1 and 9 levels, got 0",
+        f"{path}: key 'memo_mode' must be fast or slow, got 'quick'"]
+    write(tmp_path, "globals.yml", {"memo_mode": "slow", "memo_depth": 9, "kolla_internal_vip_address": "10.0.0.5"})
+    assert load_settings(tmp_path)["memo_depth"] == 9
+
+
+@pytest.mark.parametrize("rules, problem", [
+    ({"memo_mode": {"choice": ["fast"]}}, "key 'rules.memo_mode': expected a mapping of one test (choices, min, "
+                                          "max, range, pattern, not_pattern) and unit, what, why, when, got "
+                                          "{'choice': ['fast']}"),
+    ({"memo_mode": {"min": 1, "max": 2}}, "key 'rules.memo_mode': expected a mapping of one test"),
+    ({"memo_speed": {"min": 1}}, "key 'rules.memo_speed': no file declares the setting 'memo_speed'"),
+    ({"openstack_release": {"choices": ["2026.1"]}}, "key 'rules.openstack_release': the setting is declared in "
+                                                     f"{paths.DEFAULTS_DIR / 'globals.yml'}; a rule on another "
+                                                     "file's setting needs `when`"),
+    ({"memo_mode": {"choices": ["slow"], "when": "memo_depth"}},
+     "key 'rules.memo_mode': when 'memo_depth' is not a declared true/false setting"),
+    ({"memo_depth": {"pattern": "[0-9]", "what": "a digit"}}, "key 'rules.memo_depth': pattern: expected a "
+                                                             "regular expression of a string setting"),
+    ({"memo_mode": {"pattern": "[a-z]+"}}, "key 'rules.memo_mode': pattern: expected a regular expression of a "
+                                          "string setting, with `what` saying what it allows"),
+    ({"memo_mode": {"pattern": "[a-z", "what": "letters"}}, "key 'rules.memo_mode': pattern: unterminated"),
+    ({"memo_depth": {"range": [9, 1]}}, "key 'rules.memo_depth': range [9, 1]: expected [low, high]"),
+    ({"memo_mode": {"min": 1}}, "key 'rules.memo_mode': min 1: expected a number of a number setting"),
+    ({"memo_depth": {"min": 5}}, "key 'rules.memo_depth': its default 3 is not at least 5"),
+    (["memo_depth"], "key 'rules' must be a mapping of settings to their rules"),
+])
+def test_a_malformed_rule_is_refused_naming_the_settings_file(tmp_path, monkeypatch, rules, problem):
+    memo = memo_folder(tmp_path, monkeypatch, rules)
+    with pytest.raises(ValidationError) as error:
+        load_settings(tmp_path)
+    assert any(p.startswith(f"{memo}: {problem}") for p in error.value.problems), error.value.problems
 
 
 def test_ansible_boolean_forms_are_read_as_ansible_reads_them(tmp_path):

@@ -151,13 +151,21 @@ def test_haproxy_on_every_control_host_fronts_the_hosts_that_run_each_service(tm
 
 
 def test_keepalived_needs_a_vip_it_can_share_and_haproxy(tmp_path):
-    operator_folder(tmp_path, enable_keepalived=True, enable_haproxy=False, keepalived_virtual_router_id=300)
+    """keepalived's folder says both: its rules (settings.yml) refuse a loopback VIP while
+    it is on and a router id outside VRRP's, its defaults.yaml `needs` haproxy."""
+    operator_folder(tmp_path, enable_keepalived=True, keepalived_virtual_router_id=300)
     with pytest.raises(ValidationError) as error:
         services(tmp_path)
     problems = "\n".join(error.value.problems)
-    assert "key 'enable_keepalived' is true but 'enable_haproxy' is false" in problems
-    assert "key 'kolla_internal_vip_address' is 127.0.0.10, a loopback address" in problems
-    assert "key 'keepalived_virtual_router_id' must be 1-255, got 300" in problems
+    assert ("key 'kolla_internal_vip_address' must be an address keepalived can share between hosts when "
+            "enable_keepalived is true, got '127.0.0.10': a loopback address is each host's own") in problems
+    assert "key 'keepalived_virtual_router_id' must be between 1 and 255, got 300" in problems
+    operator_folder(tmp_path, enable_keepalived=True, enable_haproxy=False, kolla_internal_vip_address="198.18.0.10")
+    with pytest.raises(ValidationError, match="key 'enable_keepalived' is true, but keepalived needs haproxy"):
+        services(tmp_path)
+    operator_folder(tmp_path, enable_keepalived=False, keepalived_virtual_router_id=300)
+    with pytest.raises(ValidationError, match="keepalived_virtual_router_id"):     # checked whether on or off
+        services(tmp_path)
 
 
 class FakeRuntime:
