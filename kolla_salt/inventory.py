@@ -31,7 +31,7 @@ from .merge import merge
 from .pins import Pins, changed as changed_passwords, load_pins
 from .private import used_passwords
 from .registration import registration_job
-from .rendering import ServiceRenderer
+from .rendering import ServiceRenderer, unknown_definition_keys
 from .roles import database_facts, host_patterns, placed_on, release_skew, unmet_needs
 from .settings import DERIVED_PASSWORDS, load_passwords, load_settings, settings_for_release
 from .spec import CONFIG_MOUNT, ContainerSpec
@@ -101,6 +101,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         except (jinja2.TemplateError, yaml.YAMLError) as error:
             problems.append(f"salt/states/kolla/{service}/defaults.yaml: {error}")
             continue
+        problems.extend(unknown_definition_keys(service, enabled[service]))
         # What a restore forgets is asked where the database is, whichever hosts run the
         # service that declares it (nova's servers, asked on a mariadb host without nova).
         forgets.update(restore_forgets(enabled[service].get("restore_forgets"),

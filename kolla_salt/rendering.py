@@ -25,6 +25,19 @@ def _service_templates():
     return env
 
 
+# The keys a folder's definition may hold (docs/service-folder.md says each): a
+# misspelt one would be ignored in silence.
+DEFINITION_KEYS = ("role", "needs", "runs_behind", "serial", "pause_between_hosts", "rollout", "caches_database",
+                   "restore_forgets", "loadbalancer", "register", "containers", "jobs")
+
+
+def unknown_definition_keys(service, definition):
+    """A problem per top-level key of `service`'s definition that no code reads."""
+    return [f"salt/states/kolla/{service}/defaults.yaml: unknown key '{key}' (docs/service-folder.md lists "
+            f"those a folder may hold: {', '.join(DEFINITION_KEYS)})"
+            for key in sorted(set(definition) - set(DEFINITION_KEYS))]
+
+
 class ServiceRenderer:
     """Renders a service folder's defaults.yaml and templates against the settings."""
 

@@ -519,3 +519,13 @@ def test_the_provider_networks_uplink_must_be_a_link_of_its_own_without_an_addre
         vswitchd["files"]["config.json"], vswitchd["files"]
     # destroy (or Open vSwitch disabled here) removes the external bridge too
     assert vswitchd["spec"]["on_destroy"][-3:] == ["--external", "eth2", "br-ex"]
+
+
+def test_a_misspelt_key_of_a_folders_definition_is_refused_naming_the_file():
+    """A key no code reads would be ignored in silence (`containrs:` would deploy nothing)."""
+    from kolla_salt.rendering import unknown_definition_keys
+    assert unknown_definition_keys("memcached", {"role": "control", "containrs": {}}) == [
+        "salt/states/kolla/memcached/defaults.yaml: unknown key 'containrs' (docs/service-folder.md lists those a "
+        "folder may hold: role, needs, runs_behind, serial, pause_between_hosts, rollout, caches_database, "
+        "restore_forgets, loadbalancer, register, containers, jobs)"]
+    assert unknown_definition_keys("memcached", {"role": "control", "containers": {}}) == []
