@@ -20,7 +20,7 @@ from common import KOLLA
 
 NAMESPACE = "kbench-build"
 AIO_GLOBALS = Path(__file__).resolve().parent.parent / "pillar" / "examples" / "globals-aio.yml"
-# A step starts: the rootfs's debootstrap, or an image's build (kolla_salt.build's progress).
+# A step starts: the rootfs's debootstrap, or an image's build (kolla_salt.images.build's progress).
 STARTED = re.compile(r"\[build\] (?:rootfs: (debootstrap)|\((\d+/\d+)\) \S+?/(\S+): building)")
 
 

@@ -19,9 +19,9 @@ from probes import (Prober, keystone_answers, memcached_answers, projects_listed
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 from guest import openstack  # noqa: E402
 
-from kolla_salt.settings import default_ports  # noqa: E402
+from kolla_salt.declaration.settings import default_ports  # noqa: E402
 
-# Every port setting (kolla_salt.settings.default_ports) moved away from a real cloud's and the
+# Every port setting (kolla_salt.declaration.settings.default_ports) moved away from a real cloud's and the
 # tests' (tests/conftest.py), and below the ephemeral ports, like the tests'.
 PORTS = {key: port + 10000 if port < 20000 else port - 5000 for key, port in default_ports().items()}
 assert len(set(PORTS.values())) == len(PORTS), PORTS
@@ -98,7 +98,7 @@ class BenchEnv:
         return time.monotonic() - start
 
     def close(self):
-        from kolla_salt import healthloop
+        from kolla_salt.healing import healthloop
         healthloop.stop_health_daemon(self.globals)
         client = docker.from_env()
         for container in client.containers.list(all=True):

@@ -29,9 +29,9 @@ import docker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "integration")]
 from common import PORTS, BenchEnv, Prober, keystone_answers, memcached_answers  # noqa: E402
-from kolla_salt import healthloop  # noqa: E402
-from kolla_salt.health import read_json  # noqa: E402
-from kolla_salt.settings import default_settings  # noqa: E402
+from kolla_salt.declaration.settings import default_settings  # noqa: E402
+from kolla_salt.healing import healthloop  # noqa: E402
+from kolla_salt.healing.health import read_json  # noqa: E402
 from health_helpers import host_load  # noqa: E402
 
 PROBE_TIMEOUT, PROBE_EVERY = 10, 0.5

@@ -75,9 +75,9 @@ def main():
     parser.add_argument("--rest", type=float, default=30, help="seconds the clients run before any upgrade")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from kolla_salt.build import image_ref, push
-    from kolla_salt.settings import load_settings
-    from kolla_salt.lab import Lab
+    from kolla_salt.declaration.settings import load_settings
+    from kolla_salt.images.build import image_ref, push
+    from kolla_salt.lab.namespaces import Lab
     lab = Lab(LAB, 3)
     local = docker.from_env()
     new_refs = []

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How long a hung service stays down with the health loop running (goal: 10 s).
 
-Starts the all-in-one health daemon (kolla_salt.healthloop) with the default
+Starts the all-in-one health daemon (kolla_salt.healing.healthloop) with the default
 settings (`kolla-salt settings`) for containers of its own
 (`kshealthbench<random>-`), freezes the service inside a container (SIGSTOP
 to its processes: alive, check failing, Docker does nothing) and measures,
@@ -33,10 +33,10 @@ import docker.errors
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "integration")]
-from kolla_salt import healthloop  # noqa: E402
-from kolla_salt.containers import ContainerManager  # noqa: E402
-from kolla_salt.engine import passes_check  # noqa: E402
-from kolla_salt.settings import default_settings  # noqa: E402
+from kolla_salt.containers.engine import passes_check  # noqa: E402
+from kolla_salt.containers.manager import ContainerManager  # noqa: E402
+from kolla_salt.declaration.settings import default_settings  # noqa: E402
+from kolla_salt.healing import healthloop  # noqa: E402
 from health_helpers import STANDALONE, standalone_spec  # noqa: E402
 from probes import freeze_service  # noqa: E402
 

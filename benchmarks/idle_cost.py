@@ -28,9 +28,9 @@ from pathlib import Path
 from cloud import throwaway_cloud
 from common import noop_deploy
 
-from kolla_salt import healthloop
-from kolla_salt.hostsignals import process_table
-from kolla_salt.settings import load_settings
+from kolla_salt.declaration.settings import load_settings
+from kolla_salt.healing import healthloop
+from kolla_salt.healing.hostsignals import process_table
 
 GOAL_CORES, GOAL_CONVERGE = 0.1, 2.0
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -21,9 +21,9 @@ def main():
         return
     hosts = int(sys.argv[sys.argv.index("--hosts") + 1]) if "--hosts" in sys.argv else 3
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from kolla_salt.roles import placement, service_images
-    from kolla_salt.settings import load_settings
-    from kolla_salt.lab import Lab
+    from kolla_salt.declaration.roles import placement, service_images
+    from kolla_salt.declaration.settings import load_settings
+    from kolla_salt.lab.namespaces import Lab
     lab = ["lab", "--name", LAB, "--hosts", str(hosts)]
     try:
         up = timed(*lab[:1], "up", *lab[1:])

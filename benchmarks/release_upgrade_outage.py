@@ -22,9 +22,9 @@ import time
 import docker
 
 from common import BenchEnv, Prober, token_request
-from kolla_salt.build import discover
-from kolla_salt.settings import default_tag
-from kolla_salt.spec import LABEL_RELEASE
+from kolla_salt.containers.spec import LABEL_RELEASE
+from kolla_salt.declaration.settings import default_tag
+from kolla_salt.images.build import discover
 
 NAMESPACE = "kolla-bench"
 SERVICE_IMAGES = sorted(set(discover()) - {"base"})   # every image a service or job runs

@@ -18,7 +18,7 @@ import time
 import docker
 
 from common import BenchEnv, Prober, projects_listed, token_issue, token_request
-from kolla_salt.settings import default_settings
+from kolla_salt.declaration.settings import default_settings
 
 INTERVAL = 0.02
 

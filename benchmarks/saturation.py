@@ -36,8 +36,8 @@ from cloud import throwaway_cloud
 from common import KOLLA
 from probes import BackendWatch, api_probes, capacity, load
 
-from kolla_salt.settings import load_settings
-from kolla_salt.releases import load_releases
+from kolla_salt.declaration.releases import load_releases
+from kolla_salt.declaration.settings import load_settings
 
 
 @contextlib.contextmanager

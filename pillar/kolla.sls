@@ -1,5 +1,5 @@
 #!py
-"""The whole kolla pillar, built and validated by kolla_salt.inventory from the
+"""The whole kolla pillar, built and validated by kolla_salt.declaration.inventory from the
 operator's folder (minion/master option kolla_config_dir, default /etc/kolla-salt).
 
 A minion gets what its host runs (compiled by the master, or by salt-call --local).
@@ -11,10 +11,10 @@ Operator files that do not validate give a pillar without `kolla` whose
 `kolla_problems` names each file and key (kolla.deploy's first state and every
 kolla_container function say them as they are; Salt's own render error would hide
 them in a log). Warnings (a certificate soon expiring) come as `kolla_warnings`."""
+from kolla_salt.declaration.inventory import build_pillar
+from kolla_salt.declaration.roles import placement
+from kolla_salt.declaration.virt import Virtualization
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar
-from kolla_salt.roles import placement
-from kolla_salt.virt import Virtualization
 
 
 def peer_interfaces():

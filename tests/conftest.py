@@ -14,12 +14,12 @@ import yaml
 
 import guest
 import tempest
-from kolla_salt.settings import default_ports
+from kolla_salt.declaration.settings import default_ports
 
 REPO = Path(__file__).resolve().parent.parent
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
 
-# Every port setting of the service folders (kolla_salt.settings.default_ports)
+# Every port setting of the service folders (kolla_salt.declaration.settings.default_ports)
 # moved far from the defaults, so a deployment on this host never collides, and below
 # 32768: a port in Linux's ephemeral range (32768-60999) may be held for a moment by
 # some outgoing connection, and a server's bind to it then fails. Another rule than
@@ -107,7 +107,7 @@ class KollaEnv:
 
     def cleanup(self, client):
         """Ends this env's health daemon (by its pid file) and removes its containers and volumes."""
-        from kolla_salt import healthloop
+        from kolla_salt.healing import healthloop
         healthloop.stop_health_daemon(self.globals)
         cleanup_prefix(client, self.prefix)
 
@@ -289,7 +289,7 @@ def leftovers_of_an_interrupted_run_removed(request):
     those tags. Unit tests need no engine: nothing is looked at without one."""
     if all("tests/unit" in str(item.path) for item in request.session.items):
         return
-    from kolla_salt.lab import DATA_ROOT, RUN_ROOT
+    from kolla_salt.lab.namespaces import DATA_ROOT, RUN_ROOT
     if (DATA_ROOT / LAB_NAME).exists() or (RUN_ROOT / LAB_NAME).exists():
         print(f"\nremoving the lab an interrupted test run left: {LAB_NAME}")
         subprocess.run([KOLLA, "lab", "down", "--name", LAB_NAME, "--hosts", str(LAB_HOSTS)], capture_output=True,
@@ -321,7 +321,7 @@ def salt_logging_flushed_in_time():
 def salt_factories_config():
     """The tests' salt-masters and minions (pytest-salt-factories) end by SIGKILL: on
     SIGTERM a salt-minion sleeps a fixed 5 s for returns still due to its master
-    (kolla_salt.healthloop.stop_health_daemon), and these hold nothing to keep."""
+    (kolla_salt.healing.healthloop.stop_health_daemon), and these hold nothing to keep."""
     return {"slow_stop": False}
 
 

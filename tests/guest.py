@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from kolla_salt import runonce
+from kolla_salt.operations import runonce
 
 # The client's process: python-openstackclient imported once, each command run in a
 # child forked from it, so that no command sees what another left in the client's
@@ -50,7 +50,7 @@ _ONE_AT_A_TIME = threading.Lock()
 
 def openstack(config_dir, *args, values=True):
     """The real python-openstackclient, with the arguments and cloud
-    kolla_salt.runonce.openstack gives it, run by the client's process (CLIENT). Its
+    kolla_salt.operations.runonce.openstack gives it, run by the client's process (CLIENT). Its
     output, or the test fails with its error."""
     environment, argv = runonce.client_command(config_dir, *args, *(["-f", "value"] if values else []))
     with _ONE_AT_A_TIME:

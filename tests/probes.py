@@ -252,7 +252,7 @@ class BackendWatch(threading.Thread):
     marked one of its servers down (`marked_down`)."""
 
     def __init__(self, runtime_dir, backends=None, every=0.25):
-        from kolla_salt.balancer import Runtime
+        from kolla_salt.containers.balancer import Runtime
         super().__init__(daemon=True)
         self.runtime, self.every = Runtime(runtime_dir), every
         self.backends = list(backends or {row["pxname"] for row in self.runtime.stat()

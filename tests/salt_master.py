@@ -8,7 +8,7 @@ import shutil
 import uuid
 
 from kolla_salt import paths
-from kolla_salt.node import served_from_checkout
+from kolla_salt.roads.node import served_from_checkout
 
 
 @contextlib.contextmanager

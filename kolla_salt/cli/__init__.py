@@ -156,8 +156,8 @@ THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs",
 def _through_master(args):
     """--master DIR / --lab NAME: args.master is the Master (else None) and the operator
     folder is the master's."""
-    from ..lab import Lab
-    from ..master import Master
+    from ..lab.namespaces import Lab
+    from ..roads.master import Master
     chosen = args.master or args.lab
     if chosen and args.command not in THROUGH_MASTER:
         raise ValidationError([f"{'--master' if args.master else '--lab'}: `{args.command}` runs on a host "

@@ -7,7 +7,7 @@ from ..errors import KollaError, ValidationError
 
 
 def _settings(args, warnings=None):
-    from ..settings import load_settings
+    from ..declaration.settings import load_settings
     return load_settings(args.config_dir, warnings)
 
 
@@ -18,7 +18,7 @@ def _client():
 
 def _validated_pillar(args):
     """Validates every operator file; prints warnings; raises ValidationError."""
-    from ..inventory import build_pillar
+    from ..declaration.inventory import build_pillar
     warnings = []
     pillar = build_pillar(args.config_dir, minion_id=socket.gethostname(), warnings=warnings)
     for warning in warnings:
@@ -28,16 +28,16 @@ def _validated_pillar(args):
 
 def _declared_here(args):
     """This host's services as the declaration names them, without compiling the
-    pillar (kolla_salt.roles.declared_services)."""
-    from ..pins import load_pins
-    from ..roles import declared_services
+    pillar (kolla_salt.declaration.roles.declared_services)."""
+    from ..declaration.pins import load_pins
+    from ..declaration.roles import declared_services
     return declared_services(_settings(args), load_pins(args.config_dir), socket.gethostname())
 
 
 def _select(services, names, where="--services"):
-    """The entries of `services` (the pillar's, or kolla_salt.roles.declared_services')
+    """The entries of `services` (the pillar's, or kolla_salt.declaration.roles.declared_services')
     that `names` name (all when empty); a name none has is refused."""
-    from ..preflight import unknown_services
+    from ..declaration.preflight import unknown_services
     unknown = unknown_services([s["name"] for s in services], names, where)
     if unknown:
         raise ValidationError(unknown)
@@ -49,7 +49,7 @@ def _split(text):
 
 
 def _release(name):
-    from ..releases import load_releases
+    from ..declaration.releases import load_releases
     releases = load_releases()
     if name not in releases:
         raise ValidationError([f"--release: unknown release '{name}' (known: {', '.join(releases)})"])
@@ -57,8 +57,8 @@ def _release(name):
 
 
 def _check_images(services):
-    """Every image `services` run is on this host (kolla_salt.preflight.missing_images)."""
-    from ..preflight import missing_images
+    """Every image `services` run is on this host (kolla_salt.declaration.preflight.missing_images)."""
+    from ..declaration.preflight import missing_images
     missing = missing_images(_client(), services)
     if missing:
         raise ValidationError(missing)
@@ -68,7 +68,7 @@ def _host_settings(args, interfaces=None):
     """A host's settings with its facts (addresses), as its pillar holds them, without
     compiling the pillar (the deploy's salt-call does): this host's, or the one with
     `interfaces` (a minion's, from its facts)."""
-    from ..hostfacts import host_facts, interface_address, local_interfaces
+    from ..declaration.hostfacts import host_facts, interface_address, local_interfaces
     warnings = []
     settings = _settings(args, warnings)
     for warning in warnings:
@@ -92,8 +92,8 @@ def _road(args):
     if args.master:
         return args.master
     if getattr(args, "here", None) is None:
-        from ..saltcall import Here
-        from ..settings import load_passwords
+        from ..declaration.settings import load_passwords
+        from ..roads.saltcall import Here
         args.here = Here(args.config_dir, _settings(args), load_passwords(args.config_dir).values())
     return args.here
 

@@ -1,10 +1,10 @@
 """deploy, reconfigure, rotate-keys and upgrade: the hosts converge to the declaration,
 by one road (_converge): this host through salt-call (saltcall.Here.converge), many
 through a master by a walk of the set tree (master.Master.converge)."""
+from ..declaration.inventory import service_specs
+from ..declaration.tree import in_set
 from ..errors import KollaError, ValidationError
-from ..inventory import service_specs
-from ..statereturns import on_host, summarise
-from ..tree import in_set
+from ..roads.statereturns import on_host, summarise
 from .common import _client, _declared_here, _host_name, _host_settings, _release, _road, _select, _settings
 from .common import _split, _validated_pillar
 from .declaring import _declaration_files, _declaring, _undeclared, _validate_declaration
@@ -12,12 +12,12 @@ from .declaring import _declaration_files, _declaring, _undeclared, _validate_de
 
 def _check_release_paths(hosts, allow_jump):
     """Refuses, before anything changes, a release change OpenStack does not support
-    (kolla_salt.releases.upgrade_path_problem) unless --allow-release-jump, which is
+    (kolla_salt.declaration.releases.upgrade_path_problem) unless --allow-release-jump, which is
     said instead. `hosts`: {host (None: this host): (the services declared there,
     {container: the release it runs})}: what runs is known by the kolla.release
     label of its image (facts of a master's minions carry them too)."""
-    from ..preflight import judged_jumps
-    from ..releases import load_releases, release_path_problems
+    from ..declaration.preflight import judged_jumps
+    from ..declaration.releases import load_releases, release_path_problems
     releases = load_releases()
     problems, notes = judged_jumps([problem for host, (services, running) in hosts.items()
                                     for problem in release_path_problems(releases, services, running, host)],
@@ -29,7 +29,7 @@ def _check_release_paths(hosts, allow_jump):
 
 
 def _check_here(services, allow_jump):
-    from ..releases import running_releases
+    from ..declaration.releases import running_releases
     _check_release_paths({None: (services, running_releases(_client()))}, allow_jump)
 
 
@@ -56,7 +56,7 @@ def cmd_rotate_keys(args):
     writes the new keys on every host. Refused while some host does not hold the
     current keys yet (its deploy did not reach it): the key made primary now must have
     been on every host as the staged one ("distribute before use")."""
-    from .. import keys
+    from ..operations import keys
     declared = args.master.declaration(args.master.preflight(declared=True)) if args.master \
         else {None: {"services": _validated_pillar(args)["kolla"]["services"]}}
     prefix = _settings(args)["container_name_prefix"]
@@ -92,7 +92,7 @@ def _all_services(hosts):
     """Every host's services (each once, in deploy order) of {host: {"services": its
     entries}} (a declaration, Master.declaration): for _select and what a release
     rollback stops first."""
-    from ..tree import service_order
+    from ..declaration.tree import service_order
     order = {service: index for index, (_, service) in enumerate(service_order())}
     services = {s["name"]: s for declared in hosts.values() for s in declared["services"]}
     return sorted(services.values(), key=lambda s: order[s["name"]])
@@ -111,7 +111,7 @@ def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=Fal
     every host is said here, then the road settles (Here: the health loop; a master:
     the pillars refreshed) and, after a deploy of keystone, the client files say
     where it is."""
-    from ..pins import load_pins
+    from ..declaration.pins import load_pins
     for pin in load_pins(args.config_dir).describe():
         print(f"[{command}] pins.yml: {pin}")
     # Without --services the run also removes containers of disabled services, but not
@@ -141,8 +141,8 @@ def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=Fal
     keystone = [h for h, declared in sorted(hosts.items(), key=lambda item: item[0] or "")
                 if any(s["name"] == "keystone" for s in declared["services"])]
     if ok and not args.test and keystone and (not names or "keystone" in names):
-        from ..clouds import write_client_files
-        from ..settings import load_passwords
+        from ..declaration.settings import load_passwords
+        from ..operations.clouds import write_client_files
         settings = _host_settings(args, facts[keystone[0]]["interfaces"] if facts else None)
         for path in write_client_files(args.config_dir, settings, load_passwords(args.config_dir)):
             print(f"[{command}] wrote {path}")
@@ -157,7 +157,7 @@ def cmd_upgrade(args):
     to the release in pins.yml (the others stay where they are). Pins that held the
     upgraded services' containers (rollback) are dropped. On one host the pillar is
     compiled once, by the deploy's salt-call: what the declaration names comes from
-    the service definitions (kolla_salt.roles.declared_services), and a declaration
+    the service definitions (kolla_salt.declaration.roles.declared_services), and a declaration
     the deploy's first states refuse is taken back."""
     if args.release:
         _release(args.release)
@@ -217,9 +217,9 @@ def cmd_upgrade(args):
 
 def _build(settings, services):
     """The images of `services` (declared_services' entries) that their releases need
-    (kolla_salt.build), built on this host."""
-    from ..build import Builder, image_folder
-    from ..settings import settings_for_release
+    (kolla_salt.images.build), built on this host."""
+    from ..declaration.settings import settings_for_release
+    from ..images.build import Builder, image_folder
     print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
     for release in sorted({s["release"] for s in services}):
         images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release

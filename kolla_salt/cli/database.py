@@ -4,7 +4,7 @@ import json
 import time
 
 from ..errors import KollaError, ValidationError
-from ..statereturns import on_host, summarise
+from ..roads.statereturns import on_host, summarise
 from .common import _check_images, _confirmed, _host_facts, _host_name, _one_host, _refusal_of, _release, _road
 from .common import _settings
 from .converge import _all_services, _check_through_master, _converge
@@ -56,8 +56,8 @@ def _database_members(args, facts=None):
 
 
 def cmd_mariadb_backup(args):
-    """A backup of the database (kolla_salt.backup), or the list of those kept."""
-    from ..backup import backup_directory
+    """A backup of the database (kolla_salt.operations.backup), or the list of those kept."""
+    from ..operations.backup import backup_directory
     if args.list and args.incremental:
         raise ValidationError(["--list, --incremental: one or the other"])
     if args.list:
@@ -95,7 +95,7 @@ def _restore_checked(args, members, host, name, releases):
     folder's secrets, and the operator agreed, told what the restore forgets while it
     lives on (kolla_backup.forgotten); ValidationError naming the problems, or None if
     not agreed. `members`: the database's hosts."""
-    from ..backup import backup_directory, master_secrets, release_problems, secret_problems
+    from ..operations.backup import backup_directory, master_secrets, release_problems, secret_problems
     manifest = _one_host(args, host, "kolla_backup.find", json.dumps(name))
     if not isinstance(manifest, dict):
         raise ValidationError([f"{on_host(host)}{_refusal_of(manifest)}"])
@@ -147,7 +147,7 @@ def cmd_mariadb_restore(args):
     what it replaces, stops the services that write to the database, restores the
     datadir, starts them again (docs/operations.md: "Database backups"); through a
     master the cluster is founded again from the member holding it."""
-    from ..backup import host_releases
+    from ..operations.backup import host_releases
     facts = _host_facts(args, declared=True)   # the deploy after the restore through a master reads it
     members, target = _database_members(args, facts)
     kept = _backups_listed(args, members)
@@ -177,7 +177,7 @@ def _rollback_release(args):
     every container at OLD; through a master the Galera cluster is founded again from
     the member holding that backup, and every host deploys. Declared first
     (openstack_release): killed half way, the same command completes it."""
-    from ..backup import host_releases, release_problems, taken_at
+    from ..operations.backup import host_releases, release_problems, taken_at
     _release(args.release)
     facts = _host_facts(args)
     members, target = _database_members(args, facts)
@@ -224,10 +224,10 @@ def _rollback_release(args):
 
 def _stopped_first(args, services, settings, running):
     """rollback --release: the services that stop before the writers
-    (kolla_salt.backup.back_first; `running`: {container: its release}), said. The
+    (kolla_salt.operations.backup.back_first; `running`: {container: its release}), said. The
     deploy after the restore starts them at the older release, after the services
     they talk to."""
-    from ..backup import back_first
+    from ..operations.backup import back_first
     first = back_first(services, settings["container_name_prefix"],
                        {name for name, release in running.items() if release != args.release})
     if first:
@@ -240,7 +240,7 @@ def _stopped_first(args, services, settings, running):
 def _newer_than(running, release):
     """Refused when nothing of `running` ({container: release}) is newer than `release`
     (`rollback --release` goes back after an upgrade)."""
-    from ..releases import load_releases, series
+    from ..declaration.releases import load_releases, series
     releases = load_releases()
     newer = sorted({r for r in running.values() if series(releases, r) > series(releases, release)})
     if not newer:

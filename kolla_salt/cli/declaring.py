@@ -13,7 +13,7 @@ from ..errors import KollaError
 def _declaration_files(config_dir):
     """{file: its text, None when absent} of the declared state (globals.yml, pins.yml),
     to put back when a command is refused (_undeclared)."""
-    from ..pins import load_pins
+    from ..declaration.pins import load_pins
     return {path: path.read_text() if path.exists() else None
             for path in (Path(config_dir) / "globals.yml", load_pins(config_dir).path)}
 
@@ -33,9 +33,9 @@ def _undeclared(config_dir, files):
 
 def _validate_declaration(config_dir, master=None):
     """The declaration validates: through a master where its services run
-    (kolla_salt.roles.placement), on one host its pillar (returned)."""
-    from ..inventory import build_pillar
-    from ..roles import placement
+    (kolla_salt.declaration.roles.placement), on one host its pillar (returned)."""
+    from ..declaration.inventory import build_pillar
+    from ..declaration.roles import placement
     if master:
         return placement(config_dir)
     return build_pillar(config_dir, minion_id=socket.gethostname())
@@ -48,7 +48,7 @@ def _declaring(config_dir, check=None, master=None):
     new declaration does not pass `check()` (by default _validate_declaration), both
     files are put back and the error raised: a command refused leaves nothing
     changed."""
-    from ..pins import load_pins
+    from ..declaration.pins import load_pins
     path = Path(config_dir) / "globals.yml"
     before = _declaration_files(config_dir)
     user_globals = (safeyaml.load(before[path]) if before[path] else None) or {}
@@ -76,7 +76,7 @@ def _declaring(config_dir, check=None, master=None):
 
 def _declare_rollback(args, key, target, rollback, facts):
     """Declares the rollback (pins.yml holds the container at generation `target`, what
-    the good generation ran, with its `facts`: kolla_salt.pins.pin_facts) before swapping, so a
+    the good generation ran, with its `facts`: kolla_salt.declaration.pins.pin_facts) before swapping, so a
     rollback killed half-way is completed by the next deploy; a rollback that fails
     takes its pin back."""
     import datetime

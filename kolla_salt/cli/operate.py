@@ -3,9 +3,9 @@ stop and destroy."""
 import json
 import sys
 
+from ..declaration.tree import in_set
 from ..errors import KollaError, NoEarlierGeneration, ValidationError
-from ..statereturns import on_host
-from ..tree import in_set
+from ..roads.statereturns import on_host
 from .common import _client, _confirmed, _host_and_container, _on_every_host, _one_host
 from .common import _refusal_of, _road, _settings, _split
 from .database import _rollback_release
@@ -16,8 +16,8 @@ from .prepare import _with_api_addresses
 def cmd_status(args):
     """What runs on each host (kolla_container.status), in the set tree; what pins.yml
     holds; the health loop."""
-    from ..pins import load_pins
-    from ..status import render, render_hosts
+    from ..healing.status import render, render_hosts
+    from ..declaration.pins import load_pins
     settings = _settings(args)
     tls, pins = _certificate_status(args, settings), load_pins(args.config_dir)
     found = _road(args).ask_all("kolla_container.status")
@@ -44,7 +44,7 @@ def cmd_status(args):
 def _certificate_status(args, settings):
     """Each certificate served (kolla_enable_tls_external, _internal, _backend): its
     expiry and whether it is due for renewal, or what is wrong with it."""
-    from .. import certificates
+    from ..operations import certificates
     folder = certificates.certificates_dir(settings, args.config_dir)
     settings = _with_api_addresses(args, settings)
     found = []
@@ -115,10 +115,10 @@ def _follow_here(args):
     """`logs --follow` on the container's own host: streamed from its engine (polling
     through salt-call would cost a second of CPU a call), the passwords redacted line
     by line as kolla_container.logs does."""
-    from ..containers import ContainerManager
+    from ..containers.manager import ContainerManager
+    from ..containers.spec import named
+    from ..declaration.settings import load_passwords
     from ..private import redacted_lines
-    from ..settings import load_passwords
-    from ..spec import named
     settings = _settings(args)
     container = named(args.container, settings["container_name_prefix"],
                       ContainerManager.from_settings(settings, client=_client()).get)[1]
@@ -137,9 +137,9 @@ def cmd_history(args):
     values: they may hold secrets)."""
     import datetime
 
-    from ..generations import History
+    from ..containers.generations import History
     settings = _settings(args)
-    from ..spec import named
+    from ..containers.spec import named
     records = named(args.container, settings["container_name_prefix"],
                     lambda name: History(settings["kolla_state_directory"], name).records())[1]
     if records is None:
@@ -214,7 +214,7 @@ def cmd_unpin(args):
     """Removes pins (pins.yml): a service follows openstack_release again, a container
     (on any host: HOST:CONTAINER) its declared spec; the next deploy converges to
     globals.yml. pins.yml alone says what is pinned: no host is asked."""
-    from ..tree import service_order
+    from ..declaration.tree import service_order
     prefix = _settings(args)["container_name_prefix"]
     services = {service for _, service in service_order()}
     with _declaring(args.config_dir, master=args.master) as (_, pins):
@@ -231,7 +231,7 @@ def _service_of(container_name):
     """The service a container deployed on this host belongs to (its set label), or
     None: for the pins an earlier kolla-salt wrote without their service."""
     import docker.errors
-    from ..spec import LABEL_SET
+    from ..containers.spec import LABEL_SET
     if ":" in container_name:   # HOST:CONTAINER: held on another host
         return None
     try:

@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 
 from .. import paths, safeyaml
+from ..declaration.settings import wanted_passwords
 from ..errors import ValidationError
 from ..private import write_private
-from ..settings import wanted_passwords
 from .common import _client, _release, _settings, _validated_pillar
 
 
@@ -31,10 +31,10 @@ def cmd_genpwd(args):
 
 
 def _make_key_repositories(config_dir):
-    """The key repositories services declare (kolla_salt.keys) that the operator folder
+    """The key repositories services declare (kolla_salt.operations.keys) that the operator folder
     lacks: those a volume on this host already holds (a deployment made before kolla-salt
     kept them here) are adopted, the others made."""
-    from .. import keys
+    from ..operations import keys
     prefix = _settings(argparse.Namespace(config_dir=config_dir))["container_name_prefix"]
     for service, repositories in keys.declared().items():
         for name, entry in repositories.items():
@@ -56,7 +56,7 @@ def _volume_keys_here(volume):
     """The keys a volume of this host's engine holds ({} without an engine or volume)."""
     import docker.errors
 
-    from .. import keys
+    from ..operations import keys
     try:
         return keys.volume_keys(_client(), volume)
     except docker.errors.DockerException:
@@ -65,12 +65,12 @@ def _volume_keys_here(volume):
 
 def cmd_certificates(args):
     """A private CA (kept once made) and the certificate of each endpoint TLS is on for
-    (kolla_salt.certificates: haproxy.pem for the external VIP and FQDN,
+    (kolla_salt.operations.certificates: haproxy.pem for the external VIP and FQDN,
     haproxy-internal.pem for the internal VIP, the external one when neither is on;
     backend-cert.pem and backend-key.pem for the API address of this host, or of every
     host through a master); a current one is kept while it is valid for more than 30
     days and covers them, unless --renew."""
-    from .. import certificates
+    from ..operations import certificates
     if not 1 <= args.days <= 3650:
         raise ValidationError([f"--days: between 1 and 3650, got {args.days}"])
     settings = _with_api_addresses(args, _settings(args))
@@ -102,7 +102,7 @@ def _with_api_addresses(args, settings):
     backend TLS is on: the names its certificate covers (certificates.BACKEND)."""
     if not settings["kolla_enable_tls_backend"]:
         return settings
-    from ..hostfacts import interface_address, local_interfaces
+    from ..declaration.hostfacts import interface_address, local_interfaces
     facts = args.master.host_facts() if args.master else {"this host": {"interfaces": local_interfaces()}}
     return {**settings, "api_interface_address": sorted(interface_address(settings, found["interfaces"])
                                                         for found in facts.values() if found)}
@@ -125,7 +125,7 @@ def cmd_releases(args):
     """The releases whose whole cloud kolla-salt's tests prove (releases.yml `cloud`),
     on the bases they prove it; with --all every release it can build, the bases each
     builds on (the default first), and what is proven of each."""
-    from ..releases import load_releases
+    from ..declaration.releases import load_releases
     for name, release in load_releases().items():
         proven = release.get("cloud") or []
         if not (args.all or proven):
@@ -142,7 +142,7 @@ def cmd_settings(args):
     """Every setting globals.yml may hold, its default and the file that declares it
     (a service's own settings are in its folder); with the operator's value where
     globals.yml sets one."""
-    from ..settings import declared_settings
+    from ..declaration.settings import declared_settings
     defaults, origin = declared_settings()
     path = Path(args.config_dir) / "globals.yml"
     operator = (safeyaml.load(path.read_text()) if path.exists() else None) or {}
@@ -154,8 +154,8 @@ def cmd_settings(args):
 
 
 def cmd_build(args):
-    from ..build import Builder, image_ref
-    from ..settings import settings_for_release
+    from ..declaration.settings import settings_for_release
+    from ..images.build import Builder, image_ref
     settings = _settings(args)
     if args.release:
         _release(args.release)
@@ -164,7 +164,7 @@ def cmd_build(args):
         raise ValidationError([f"{Path(args.config_dir) / 'globals.yml'}: docker_registry: not set; "
                                f"--push needs the registry (host:port) images are pushed to"])
     if not args.images and not args.all:
-        from ..roles import service_images
+        from ..declaration.roles import service_images
         args.images = service_images(settings)
         print(f"[build] the images of the enabled services: {', '.join(args.images)} (--all: every image)")
     builder = Builder(_client(), settings, out=lambda m: print(m, flush=True))
@@ -181,7 +181,7 @@ def _push(refs, client, settings, netns):
     engine and compresses its layers, one core's work (8 images here: 36 s one at a time,
     26 s). An image the registry holds already is not read out again."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
-    from ..build import push
+    from ..images.build import push
 
     def timed(ref):
         begun = time.monotonic()
@@ -200,12 +200,12 @@ def _push(refs, client, settings, netns):
 
 
 def cmd_init_runonce(args):
-    """What the deployed cloud needs before its first server (kolla_salt.runonce)."""
+    """What the deployed cloud needs before its first server (kolla_salt.operations.runonce)."""
     import ipaddress
-    from ..build import Builder, image_ref
+    from ..images.build import Builder, image_ref
     import shlex
-    from ..clouds import clouds_file_problem
-    from ..runonce import client_command, init_runonce, openstack
+    from ..operations.clouds import clouds_file_problem
+    from ..operations.runonce import client_command, init_runonce, openstack
     problems = []
     try:
         ipaddress.ip_network(args.cidr)
@@ -235,8 +235,8 @@ def cmd_init_runonce(args):
 
 
 def cmd_compute(args):
-    """A compute host emptied of its servers, or taking them again (kolla_salt.compute)."""
-    from ..compute import Compute, connect
+    """A compute host emptied of its servers, or taking them again (kolla_salt.operations.compute)."""
+    from ..operations.compute import Compute, connect
     if args.timeout <= 0:
         raise ValidationError([f"--timeout: {args.timeout}: must be a positive number of seconds"])
     compute = Compute(connect(args.config_dir), out=lambda m: print(m, flush=True))
@@ -247,8 +247,8 @@ def cmd_compute(args):
 
 
 def cmd_lab(args):
-    """The lab of hosts on one machine (kolla_salt.lab)."""
-    from ..lab import Lab
+    """The lab of hosts on one machine (kolla_salt.lab.namespaces)."""
+    from ..lab.namespaces import Lab
     lab = Lab(args.name, args.hosts, out=lambda m: print(m, flush=True))
     if args.action == "up":
         described = lab.up()

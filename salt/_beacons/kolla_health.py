@@ -1,6 +1,6 @@
 """Beacon: reports managed containers that hang, fail or are only slow.
 
-A thin adapter over kolla_salt.health (the logic and its reasons live there).
+A thin adapter over kolla_salt.healing.health (the logic and its reasons live there).
 Every pass (each second) it collects the checks that are over, looks at the
 containers' processes and the host's pressure, starts the checks that are due
 (each running managed container's own check, through `docker exec`, in the
@@ -12,7 +12,7 @@ fires, only on change (health.HealthTracker):
     salt/beacon/<minion>/kolla_health/<name>/failing     a stateful one fails without a certain hang
     salt/beacon/<minion>/kolla_health/<name>/healthy     a reported container passes again
 
-Configuration (a list of one-key dicts, Salt 3008 style; kolla_salt.healthloop.beacon_config
+Configuration (a list of one-key dicts, Salt 3008 style; kolla_salt.healing.healthloop.beacon_config
 writes it from the health_* settings)::
 
     beacons:
@@ -34,7 +34,7 @@ writes it from the health_* settings)::
 try:
     import docker
 
-    from kolla_salt import health
+    from kolla_salt.healing import health
     HAS_LIBS = True
 except ImportError:
     HAS_LIBS = False

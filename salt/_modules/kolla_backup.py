@@ -1,7 +1,7 @@
 """Execution module: backups and restores of this host's mariadb member, for the
 master's runner kolla_galera (backup, restore, scheduled) and `kolla-salt
 mariadb-backup --list` (through a master, or salt-call on one host), and the schedule of a single host's kolla-salt
-daemon (`scheduled`). A thin adapter over kolla_salt.backup: the backup directory,
+daemon (`scheduled`). A thin adapter over kolla_salt.operations.backup: the backup directory,
 the container prefix and the passwords to redact come from the `kolla` pillar
 (`scheduled` builds its own from the operator folder: that daemon has none), and
 `take_here`, `before_migrations` and `restore_here`, where this host is its own master
@@ -24,12 +24,12 @@ def __virtual__():
 
 
 def _kolla():
-    from kolla_salt.inventory import compiled
+    from kolla_salt.declaration.inventory import compiled
     return compiled(__pillar__)
 
 
 def _backups():
-    from kolla_salt.backup import Backups, backup_directory
+    from kolla_salt.operations.backup import Backups, backup_directory
     return Backups(backup_directory(_kolla()["settings"]),
                    where=f"{__opts__['id']}: globals.yml: mariadb_backup_directory")
 
@@ -37,7 +37,7 @@ def _backups():
 def _manager(out=lambda m: None):
     import docker
 
-    from kolla_salt.containers import ContainerManager
+    from kolla_salt.containers.manager import ContainerManager
     return ContainerManager.from_settings(_kolla()["settings"], _kolla()["passwords"].values(),
                                           client=docker.from_env(timeout=300), host=__opts__["id"], out=out)
 
@@ -50,7 +50,7 @@ def _progress(command):
 
 
 def _parts():
-    from kolla_salt.backup import database_parts
+    from kolla_salt.operations.backup import database_parts
     return database_parts(_kolla()["services"], _kolla()["settings"]["container_name_prefix"])
 
 
@@ -66,7 +66,7 @@ def take(why, releases, secrets, jobs, incremental=False):
     """Backs up this host's running member (desynced from its cluster meanwhile);
     returns the manifest. The master gives what it knows of every host: `releases`
     ({HOST:CONTAINER: release}), `secrets` (the operator folder's fingerprints,
-    kolla_salt.backup.data_secrets) and `jobs` ({host: job records}). `incremental`:
+    kolla_salt.operations.backup.data_secrets) and `jobs` ({host: job records}). `incremental`:
     what changed since this host's newest full backup."""
     manager = _manager()
     return _backups().take(manager.client, _member(manager), releases, why, secrets, jobs=jobs,
@@ -78,11 +78,11 @@ def take_here(why, incremental=False):
     """A backup of this host's database where this host is its own master (salt-call
     --local: `kolla-salt mariadb-backup` on one host, and the backups an upgrade and a
     restore take there): the operator folder is on this host, and the secrets the
-    data needs are kept beside the backup (kolla_salt.backup.take_here). Its manifest;
+    data needs are kept beside the backup (kolla_salt.operations.backup.take_here). Its manifest;
     the progress on salt-call's stderr."""
     import docker
 
-    from kolla_salt.backup import take_here as take
+    from kolla_salt.operations.backup import take_here as take
     return take(docker.from_env(timeout=300), {"kolla": _kolla()}, __opts__["kolla_config_dir"], why,
                 incremental=incremental, out=_progress("mariadb-backup"))
 
@@ -92,13 +92,13 @@ def before_migrations(services, command):
     """Where this host is its own master (an upgrade on one host, inside its deploy's
     salt-call, after the run's checks): a backup of the database, when mariadb runs
     here and a container of `services` (all declared here when empty) is about to
-    change release (kolla_salt.backup.changing_releases). {releases: those changing
+    change release (kolla_salt.operations.backup.changing_releases). {releases: those changing
     to, backup: its manifest, None when none was needed}; under test=True none is
     taken."""
     import docker
 
-    from kolla_salt.backup import changing_releases
-    from kolla_salt.releases import running_releases
+    from kolla_salt.declaration.releases import running_releases
+    from kolla_salt.operations.backup import changing_releases
     kolla = _kolla()
     if not _parts()[0]:
         return {"releases": [], "backup": None}
@@ -116,13 +116,13 @@ def restore_here(name, command, first=None):
     """A restore where this host is its own master (salt-call --local: `kolla-salt
     mariadb-restore` and `rollback --release` on one host, after their checks and the
     backup of what it replaces): stops the writers (reverse deploy order, drained;
-    after the services `first` names: kolla_salt.backup.restore_stops) and the member,
+    after the services `first` names: kolla_salt.operations.backup.restore_stops) and the member,
     puts backup `name` into its datadir with the records of the jobs that fill it, and
     starts the member. The writers stay stopped for the deploy that follows, as a
     master's restore leaves them; when the restore failed they start again, on the
     data they left. The host's health loop restarts nothing meanwhile (a stopped
     member fails its check). The progress on salt-call's stderr, as `command`'s."""
-    from kolla_salt import healthloop
+    from kolla_salt.healing import healthloop
     out = _progress(command)
     manager = _manager(out)
     manifest = _backups().find(name)
@@ -155,8 +155,8 @@ def find(name):
 @_refusal
 def forgotten(name):
     """What a restore of backup `name` into this host's member would forget while it
-    lives on outside the database: {what: [why, [each one]]} (kolla_salt.backup.forgotten)."""
-    from kolla_salt.backup import forgotten as asked
+    lives on outside the database: {what: [why, [each one]]} (kolla_salt.operations.backup.forgotten)."""
+    from kolla_salt.operations.backup import forgotten as asked
     return {what: [why, each] for what, (why, each)
             in asked(_member(_manager()), _kolla()["services"], find(name)).items()}
 
@@ -175,7 +175,7 @@ def set_job_records(records):
 def stop_writers(first=None):
     """Stops the containers here that write to the database, in reverse deploy order
     (drained first), after those of the services `first` names (a release rollback's
-    compute set: kolla_salt.backup.restore_stops); returns their names. `deploy`
+    compute set: kolla_salt.operations.backup.restore_stops); returns their names. `deploy`
     starts them again."""
     return _writers_stopped(_manager(), first)
 
@@ -189,7 +189,7 @@ def restore(name):
 
 def _writers_stopped(manager, first):
     """stop_writers' work, with `manager` (its progress where the caller says)."""
-    from kolla_salt.backup import restore_stops
+    from kolla_salt.operations.backup import restore_stops
     return manager.stop_each(restore_stops(_kolla()["services"], _kolla()["settings"]["container_name_prefix"],
                                            first or ()))
 
@@ -197,7 +197,7 @@ def _writers_stopped(manager, first):
 def _datadir_restored(manager, manifest, out):
     """restore's work: the backup of `manifest` (with those it builds on) into the
     stopped member's datadir, under the backups' lock."""
-    from kolla_salt.backup import restore_datadir
+    from kolla_salt.operations.backup import restore_datadir
     backups = _backups()
     with backups.locked():
         restore_datadir(manager.client, _member(manager), backups.directory, backups.chain(manifest), out=out)
@@ -209,7 +209,7 @@ def prune(kept):
 
 
 def scheduled(config_dir):
-    """One host's schedule (kolla_salt.healthloop: every minute in the host's kolla-salt
+    """One host's schedule (kolla_salt.healing.healthloop: every minute in the host's kolla-salt
     daemon): a full backup when none here is younger than mariadb_backup_interval_minutes,
     then the scheduled ones beyond mariadb_backups_kept go. {"taken", "removed"} or
     {"due": False}."""
@@ -217,9 +217,9 @@ def scheduled(config_dir):
 
     import docker
 
-    from kolla_salt.backup import Backups, backup_directory, due, scheduled_why, take_here
-    from kolla_salt.inventory import build_pillar
-    from kolla_salt.settings import load_settings
+    from kolla_salt.declaration.inventory import build_pillar
+    from kolla_salt.declaration.settings import load_settings
+    from kolla_salt.operations.backup import Backups, backup_directory, due, scheduled_why, take_here
     try:
         settings = load_settings(config_dir)
         backups = Backups(backup_directory(settings))

@@ -1,6 +1,6 @@
 """Execution module: this host's haproxy, for a blue/green swap on another host
 (published through the master: its `peer` setting allows kolla_balancer.* between
-minions). A thin adapter over kolla_salt.balancer.Runtime. The caller names the
+minions). A thin adapter over kolla_salt.containers.balancer.Runtime. The caller names the
 runtime folder (a setting alike on every host): this minion's own pillar may be
 older than the deploy that calls it (a first deploy refreshes it at its end)."""
 __virtualname__ = "kolla_balancer"
@@ -11,7 +11,7 @@ def __virtual__():
 
 
 def _act(action, backend, server, timeout, runtime_directory):
-    from kolla_salt.balancer import DONE, NOT_HERE, Runtime
+    from kolla_salt.containers.balancer import DONE, NOT_HERE, Runtime
     runtime = Runtime(runtime_directory)
     if not runtime.available():   # no haproxy runs here
         return NOT_HERE

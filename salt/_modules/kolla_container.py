@@ -1,4 +1,4 @@
-"""Execution module: managed containers. A thin adapter over kolla_salt.containers;
+"""Execution module: managed containers. A thin adapter over kolla_salt.containers.manager;
 settings (state folder, health timeout, generations kept) and the secrets to
 redact from any output come from the `kolla` pillar. Every action a master may
 call on a minion is here: plan/ensure, job_pending/run_job, rollback, undeclared/
@@ -9,9 +9,9 @@ import sys
 import docker
 from salt.exceptions import CommandExecutionError
 
-from kolla_salt.containers import ContainerManager
+from kolla_salt.containers.manager import ContainerManager
+from kolla_salt.containers.spec import ContainerSpec
 from kolla_salt.errors import said_as
-from kolla_salt.spec import ContainerSpec
 
 __virtualname__ = "kolla_container"
 
@@ -38,7 +38,7 @@ def _client():
 def _kolla():
     """The `kolla` pillar; an error naming what kept it from compiling (a master's
     or salt-call --local's: the operator's files, validated) when it did not."""
-    from kolla_salt.inventory import compiled
+    from kolla_salt.declaration.inventory import compiled
     return compiled(__pillar__)
 
 
@@ -56,7 +56,7 @@ def _remote_balancers():
     """How a swap here drains and enables its server in the haproxies of the other
     hosts: kolla_balancer, published through the master (its `peer` setting allows
     it); none under salt-call --local. Returns {host: its answer} of the hosts that
-    answered (kolla_salt.balancer.Balancers reads them)."""
+    answered (kolla_salt.containers.balancer.Balancers reads them)."""
     if __opts__.get("file_client") == "local":
         return None
     others = f"* and not {__opts__['id']}"
@@ -82,7 +82,7 @@ def plan(spec, pin=None):
 def _paused():
     """The host's health loop restarts nothing while a container is being swapped in
     (a deploy through a master has no command on the host to pause it)."""
-    from kolla_salt import healthloop
+    from kolla_salt.healing import healthloop
     return healthloop.ledger(_kolla()["settings"]).paused_restarts()
 
 
@@ -108,15 +108,15 @@ def present(names):
     (salt/states/kolla/service.jinja). One listing per state run, before it changes
     anything (its states render first)."""
     if "kolla_container.present" not in __context__:
-        from kolla_salt.engine import current_entries
+        from kolla_salt.containers.engine import current_entries
         __context__["kolla_container.present"] = {name for name, _ in current_entries(_client())}
     return [name for name in names if name in __context__["kolla_container.present"]]
 
 
 def _found(manager, name):
     """(name, container) of the container called `name` here, as given or with
-    container_name_prefix (kolla_salt.spec.named); (name as given, None) when neither is."""
-    from kolla_salt.spec import named
+    container_name_prefix (kolla_salt.containers.spec.named); (name as given, None) when neither is."""
+    from kolla_salt.containers.spec import named
     return named(name, _kolla()["settings"]["container_name_prefix"], manager.get)
 
 
@@ -124,10 +124,10 @@ def _found(manager, name):
 def rollback_target(name):
     """The container `rollback` would take back, as found here (`name`, with or
     without container_name_prefix): {"name", "generation": the one it returns to,
-    "pin": what its pin records besides (kolla_salt.pins.pin_facts, from this host's
+    "pin": what its pin records besides (kolla_salt.declaration.pins.pin_facts, from this host's
     pillar)}, or {"name", "none": why} when it has no earlier generation."""
+    from kolla_salt.declaration.pins import pin_facts
     from kolla_salt.errors import NoEarlierGeneration
-    from kolla_salt.pins import pin_facts
     manager = _manager()
     found = _found(manager, name)[0]
     try:
@@ -157,9 +157,9 @@ def undeclared(declared_sets):
 
 def deploy_checks(services=None, allow_release_jump=False):
     """(problems, notes) of a deploy of `services` (names; all declared here when
-    empty) on this host: kolla_salt.preflight, with this host's engine and pillar,
+    empty) on this host: kolla_salt.declaration.preflight, with this host's engine and pillar,
     the pillar's warnings (an expiring certificate) among the notes."""
-    from kolla_salt.preflight import deploy_checks as checks
+    from kolla_salt.declaration.preflight import deploy_checks as checks
     kolla = _kolla()
     problems, notes = checks(_client(), kolla["services"], services or [], kolla["settings"]["container_name_prefix"],
                              allow_release_jump)
@@ -192,18 +192,18 @@ def _engine_error():
 
 
 def facts(declared=False):
-    """What a master checks before a change (kolla_salt.master): whether this host's
+    """What a master checks before a change (kolla_salt.roads.master): whether this host's
     Docker engine answers (engine_error: "" when it does), the release each managed
     container runs, its interfaces' IPv4 addresses, the version of the Salt
-    modules it runs, a digest of the pillar it holds (kolla_salt.master.held_digest)
+    modules it runs, a digest of the pillar it holds (kolla_salt.roads.master.held_digest)
     and what its Galera member holds (kolla_galera.held_facts); with `declared`, what
     the pillar compiled now says of itself too (`declaration`), in the same round."""
     import os
 
     import docker
 
-    from kolla_salt.master import held_digest, synced_version
-    from kolla_salt.releases import running_releases
+    from kolla_salt.declaration.releases import running_releases
+    from kolla_salt.roads.master import held_digest, synced_version
     extmods = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     error = _engine_error()
     return {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
@@ -215,10 +215,10 @@ def facts(declared=False):
 
 def declaration():
     """What the pillar the master compiles for this host now says of itself
-    (kolla_salt.master.pillar_summary), or the operator files' problems: asked by a
+    (kolla_salt.roads.master.pillar_summary), or the operator files' problems: asked by a
     master before a change that has no prediction to say it. The pillar is compiled
     by Salt as every state run compiles it, with this host's grains."""
-    from kolla_salt.master import pillar_summary
+    from kolla_salt.roads.master import pillar_summary
     fresh = __salt__["pillar.items"](unmask=True)   # plain values, as held_digest reads the held one
     if "kolla" not in fresh:
         return {"problems": fresh.get("kolla_problems") or fresh.get("_errors") or ["the kolla pillar is empty"]}
@@ -227,10 +227,10 @@ def declaration():
 
 @_refusal
 def status():
-    """This host's managed containers in tree order (kolla_salt.status.collect) and its
+    """This host's managed containers in tree order (kolla_salt.healing.status.collect) and its
     health loop (whether its daemon runs, the restarts and verdicts per container);
     {"engine_error"} when its engine does not answer."""
-    from kolla_salt import status as host_status
+    from kolla_salt.healing import status as host_status
     settings = _kolla()["settings"]
     error = _engine_error()
     if error:
@@ -268,7 +268,7 @@ def logs(name, tail=None, since=None):
 def stop(services=None):
     """Stops this host's running containers (all, or those of `services`; all stops its
     health loop's daemon too): {"stopped": their names, "health_loop_stopped"}."""
-    from kolla_salt import healthloop
+    from kolla_salt.healing import healthloop
     settings = _kolla()["settings"]
     return {"health_loop_stopped": not services and healthloop.stop_health_daemon(settings),
             "stopped": _manager().stop(settings["container_name_prefix"], services or ())}
@@ -285,7 +285,7 @@ def destroy(remove_volumes=False):
     """Removes this host's containers and jobs (their volumes only with
     `remove_volumes`), its health loop stopped first; returns what it removed
     (ContainerManager.destroy) and whether a health loop's daemon was stopped."""
-    from kolla_salt import healthloop
+    from kolla_salt.healing import healthloop
     settings = _kolla()["settings"]
     stopped = healthloop.stop_health_daemon(settings)
     return {**_manager().destroy(settings["container_name_prefix"], remove_volumes=bool(remove_volumes)),

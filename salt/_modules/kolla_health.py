@@ -1,14 +1,14 @@
 """Execution module: the health loop's action, called by the reactor.
 
 `kolla_health.restart NAME` restarts a managed container reported unhealthy,
-within the cap/backoff of kolla_salt.health.RestartPolicy, and announces:
+within the cap/backoff of kolla_salt.healing.health.RestartPolicy, and announces:
 
     kolla/health/<name>/restarted   it was restarted (`docker restart -t <stop_timeout>`)
     kolla/health/<name>/gave-up     the cap was reached; the container is left as it is (still watched)
     kolla/health/<name>/held        a member of its cluster is down: not now
 
 Reactor SLS files get no pillar, so the policy comes from the minion that
-runs this module: its options (the all-in-one daemon, kolla_salt.healthloop)
+runs this module: its options (the all-in-one daemon, kolla_salt.healing.healthloop)
 or its pillar (a master's minion; pillar/kolla.sls puts it there). Without
 either, it restarts nothing and says why: no guessed policy, no guessed prefix::
 
@@ -26,7 +26,7 @@ from salt.exceptions import CommandExecutionError
 try:
     import docker
 
-    from kolla_salt import health
+    from kolla_salt.healing import health
     HAS_LIBS = True
 except ImportError:
     HAS_LIBS = False

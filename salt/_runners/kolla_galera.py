@@ -7,7 +7,7 @@
     salt-run kolla_galera.restore TARGET HOST NAME       (kolla-salt mariadb-restore)
 
 converge and recover ask every member's host what it holds (kolla_galera.facts /
-position), decide with kolla_salt.galera, then apply kolla.mariadb host by host: the
+position), decide with kolla_salt.operations.galera, then apply kolla.mariadb host by host: the
 founding member first, each one healthy (Synced) before the next starts. backup copies
 the last Synced member (haproxy sends every client to the first), desynced meanwhile;
 restore founds the cluster again from the member that holds the backup. The return holds each
@@ -16,7 +16,7 @@ failure sets the runner's retcode, naming the host and why.
 """
 from pathlib import Path
 
-from kolla_salt.rollout import ask
+from kolla_salt.roads.rollout import ask
 
 SLS = "kolla.mariadb"
 
@@ -71,8 +71,8 @@ def _guarded(action):
 
 def _converge(target, result, concurrent=False):
     """Deploys the Galera cluster of the hosts TARGET matches: bootstrap, join or refuse
-    (`concurrent`: beside the other state runs of a deploy's walk, kolla_salt.rollout.walk)."""
-    from kolla_salt import galera
+    (`concurrent`: beside the other state runs of a deploy's walk, kolla_salt.roads.rollout.walk)."""
+    from kolla_salt.operations import galera
     client, hosts = _client(), __salt__["kolla_rollout.hosts"](target)
     result["hosts"] = hosts
     if len(hosts) < 2:   # one server, no Galera: a plain state run
@@ -91,7 +91,7 @@ def _recover(target, result):
     and starts the others one at a time."""
     import time
 
-    from kolla_salt import galera
+    from kolla_salt.operations import galera
     client, hosts = _client(), __salt__["kolla_rollout.hosts"](target)
     started = time.monotonic()
     result["hosts"] = hosts
@@ -116,9 +116,9 @@ def _backup(target, result, why, incremental=False):
     """Backs up the last Synced member of TARGET's hosts (kolla_backup.take), with the
     releases of every host's containers and the records of every host's jobs that fill
     the database (`incremental`: what changed since that host's newest full backup);
-    the data's secrets stay here, on the master (kolla_salt.backup.master_secrets), the
+    the data's secrets stay here, on the master (kolla_salt.operations.backup.master_secrets), the
     manifest gets their fingerprints. result["manifest"], result["host"]."""
-    from kolla_salt.backup import data_secrets, host_releases, master_secrets, write_secrets
+    from kolla_salt.operations.backup import data_secrets, host_releases, master_secrets, write_secrets
     config_dir = __opts__["kolla_config_dir"]
     client, members = _client(), __salt__["kolla_rollout.hosts"](target)
     everyone = __salt__["kolla_rollout.hosts"]("*")
@@ -147,7 +147,7 @@ def _backup(target, result, why, incremental=False):
 
 
 def scheduled():
-    """The master's schedule (kolla_salt.node: every minute): a backup of the database
+    """The master's schedule (kolla_salt.roads.node: every minute): a backup of the database
     when none of its members' backups is younger than mariadb_backup_interval_minutes
     (globals.yml; 0: none), then the scheduled ones beyond mariadb_backups_kept go on
     that host (and their secrets here). The time of the newest backup seen is kept in
@@ -155,9 +155,9 @@ def scheduled():
     import shutil
     import time
 
-    from kolla_salt.backup import due, master_secrets, scheduled_why, taken_at
-    from kolla_salt.roles import placement
-    from kolla_salt.settings import load_settings
+    from kolla_salt.declaration.roles import placement
+    from kolla_salt.declaration.settings import load_settings
+    from kolla_salt.operations.backup import due, master_secrets, scheduled_why, taken_at
     result = {"ret": {}, "hosts": []}
     try:
         config_dir = __opts__["kolla_config_dir"]

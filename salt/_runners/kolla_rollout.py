@@ -9,7 +9,7 @@ state runs (kolla/orchestrate.jinja).
 
 `walk`, called while a real walk is rendered: refuses a second walk of this master
 while one runs, predicts (kolla.deploy under test=True on every host PLACEMENT
-places a service on, at once) and returns the walk's steps (kolla_salt.rollout.walk).
+places a service on, at once) and returns the walk's steps (kolla_salt.roads.rollout.walk).
 `hosts`: the hosts of a compound target, in the order a walk visits them (the
 Galera runner's members too).
 `note`, the walk's first step: says what the prediction found. `refuse`, the only
@@ -21,12 +21,12 @@ is printed by kolla-salt."""
 import os
 import time
 
-from kolla_salt import rollout
-from kolla_salt.rollout import ask, describe, hosts_to_visit
+from kolla_salt.roads import rollout
+from kolla_salt.roads.rollout import ask, describe, hosts_to_visit
 
 
 def walk(placement, services=None, batch=None):
-    """The steps of a real walk (kolla_salt.rollout.walk) from its prediction. While
+    """The steps of a real walk (kolla_salt.roads.rollout.walk) from its prediction. While
     it runs no other walk of this master starts: the steps of a deploy run as
     concurrent state runs, which Salt no longer keeps apart from another walk's (whose
     job could remove this one's running job container)."""

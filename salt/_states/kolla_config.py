@@ -1,7 +1,7 @@
 """State module: kolla_config.present writes a container's config folder.
 
 Changes name the files, never their contents (they hold secrets)."""
-from kolla_salt.configfiles import plan_folder, write_folder
+from kolla_salt.containers.configfiles import plan_folder, write_folder
 
 
 def present(name, files):

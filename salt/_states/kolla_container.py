@@ -5,9 +5,9 @@ Reads the current state, reports the exact changes, honours test=True by
 predicting without acting, and fails (result False, no changes) with a message
 that names the container when anything goes wrong.
 """
-from kolla_salt.containers import kept_in_use
+from kolla_salt.containers.manager import kept_in_use
 from kolla_salt.errors import KollaError
-from kolla_salt.master import pillar_summary
+from kolla_salt.roads.master import pillar_summary
 
 DONE = {"create": "created", "recreate": "recreated", "start": "started", "none": "up to date",
         "recover": "recovered"}
@@ -72,7 +72,7 @@ def deployable(name, services=None, allow_release_jump=False):
     kolla.deploy's first state, failing the run before anything changes (and a
     master's prediction, before its walk). Its comment: a line per problem, or what
     the checks noted (a release jump allowed, a warning); `declared`: what the pillar
-    of the run says of itself (kolla_salt.master.pillar_summary), read by a master's
+    of the run says of itself (kolla_salt.roads.master.pillar_summary), read by a master's
     prediction."""
     ret = _ret(name)
     try:

@@ -1,5 +1,5 @@
 """State module: kolla_keys.present writes a key repository into a volume
-(kolla_salt.keys). Changes name the key files, never their contents."""
+(kolla_salt.operations.keys). Changes name the key files, never their contents."""
 from kolla_salt.errors import KollaError
 
 
@@ -8,7 +8,7 @@ def present(name, keys, owner, replace=True):
     with replace=False a volume holding other keys is refused, not changed."""
     import docker
 
-    from kolla_salt import keys as repository
+    from kolla_salt.operations import keys as repository
     ret = {"name": name, "result": False, "changes": {}, "comment": ""}
     try:
         client = docker.from_env(timeout=120)

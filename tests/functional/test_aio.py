@@ -66,7 +66,7 @@ def test_a_first_deploy_starts_each_service_once_what_it_waits_for_passes_and_th
     that waits for nothing unfinished starts before a service earlier in the tree
     has passed its first check (memcached or RabbitMQ beside the database), which
     the tree's order one service at a time would never do."""
-    from kolla_salt.tree import service_order, waits
+    from kolla_salt.declaration.tree import service_order, waits
     order = [service for _, service in service_order() if service in SERVICES]
     waited = waits(order)
     events = aio.deploy_events

@@ -30,9 +30,9 @@ from guest import boot_server, remove_guest, wait_for
 from guest import console_log as guest_console_log
 import tempest
 
-from kolla_salt.roles import enabled_definitions, service_images
-from kolla_salt.settings import default_settings, load_settings
-from kolla_salt.spec import declared_spec
+from kolla_salt.containers.spec import declared_spec
+from kolla_salt.declaration.roles import enabled_definitions, service_images
+from kolla_salt.declaration.settings import default_settings, load_settings
 
 pytestmark = [pytest.mark.functional, pytest.mark.cloud]
 SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
@@ -341,7 +341,7 @@ def test_the_health_check_fails_when_keystone_refuses_its_password(cloud, docker
 
 def registration_spec(env, service):
     """The registration job of `service` as the deploy derived it (its pillar)."""
-    from kolla_salt.inventory import build_pillar
+    from kolla_salt.declaration.inventory import build_pillar
     services = build_pillar(env.config_dir, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
     entry = next(s for s in services if s["name"] == service)
     return next(j for j in entry["jobs"] if j["name"] == env.name(f"{service}_keystone_register"))
@@ -398,7 +398,7 @@ def test_keystone_is_swapped_blue_green_behind_haproxy_and_no_request_fails(clou
     client asks for tokens through the VIP: each new generation listens on the port
     the old one did not (there and back), haproxy drains the old one before it
     stops, and not one request fails."""
-    from kolla_salt.balancer import Runtime
+    from kolla_salt.containers.balancer import Runtime
     from probes import Prober, keystone_answers, token_request
     haproxy = Runtime(Path(cloud.globals["kolla_state_directory"]) / "run" / cloud.name("haproxy"))
     ports = [cloud.globals["keystone_public_port"], cloud.globals["keystone_standby_port"]]
@@ -1019,8 +1019,8 @@ def test_tls_on_both_vips_serves_every_api_over_https_and_a_renewed_certificate_
     queues and switches call no endpoint: they run on as they were."""
     import ssl
 
-    from kolla_salt import certificates
-    from kolla_salt.engine import labelled_spec, listen_port
+    from kolla_salt.containers.engine import labelled_spec, listen_port
+    from kolla_salt.operations import certificates
     from probes import Prober, token_issue, token_request
     env = cloud
     port, password = env.globals["keystone_public_port"], env.passwords()["keystone_admin_password"]

@@ -9,7 +9,7 @@ import pytest
 from conftest import IMAGES, KollaEnv, qemu_pid, while_running
 from guest import wait_for
 
-from kolla_salt.settings import default_tag
+from kolla_salt.declaration.settings import default_tag
 
 pytestmark = pytest.mark.functional
 DOMAIN = "kstcompguest"

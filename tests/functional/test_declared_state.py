@@ -12,8 +12,8 @@ import yaml
 from conftest import IMAGES
 from probes import token_issue, token_valid
 
-from kolla_salt import keys
-from kolla_salt.settings import default_tag
+from kolla_salt.declaration.settings import default_tag
+from kolla_salt.operations import keys
 
 pytestmark = pytest.mark.functional
 CONTROL = {"enable_rabbitmq": False, "enable_cron": False}

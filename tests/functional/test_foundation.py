@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kolla_salt.settings import default_image
+from kolla_salt.declaration.settings import default_image
 from conftest import IMAGE_NAMESPACE, IMAGES
 
 pytestmark = pytest.mark.functional
@@ -128,7 +128,7 @@ def test_bad_input_is_refused_before_anything_changes(memcached_env, docker_clie
 def test_state_refuses_a_spec_with_a_wrong_type(memcached_env, docker_client):
     """The Salt state itself (not only the CLI) names the bad key and acts on nothing."""
     memcached_env.run("deploy")
-    from kolla_salt.saltcall import salt_call
+    from kolla_salt.roads.saltcall import salt_call
     spec = {"image": MEMCACHED_IMAGE, "stop_timeout": "soon"}
     code, data = salt_call(memcached_env.config_dir, memcached_env.globals["kolla_state_directory"],
                            ["state.single", "kolla_container.running", f"name={memcached_env.name('other')}",
@@ -140,7 +140,7 @@ def test_state_refuses_a_spec_with_a_wrong_type(memcached_env, docker_client):
 
 
 def test_job_state_fails_with_the_job_output(memcached_env):
-    from kolla_salt.saltcall import salt_call
+    from kolla_salt.roads.saltcall import salt_call
     spec = {"image": MEMCACHED_IMAGE, "restart_policy": "no",
             "command": ["sh", "-c", "echo migrating; echo broken schema >&2; exit 3"]}
     code, data = salt_call(memcached_env.config_dir, memcached_env.globals["kolla_state_directory"],
@@ -155,7 +155,7 @@ def test_a_job_gets_a_quarter_of_a_services_cpu_weight(memcached_env, tmp_path):
     """One-shot jobs (migrations, bootstraps) yield the CPU to the services users
     reach on a busy host: a job's cgroup gets cpu.shares 256, a quarter of the 1024
     a service keeps (cgroup v2 converts it to cpu.weight 10 of 100)."""
-    from kolla_salt.saltcall import salt_call
+    from kolla_salt.roads.saltcall import salt_call
     tmp_path.chmod(0o777)   # the job runs as the image's user
     read_weight = "cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null || cat /sys/fs/cgroup/cpu.weight"
     spec = {"image": MEMCACHED_IMAGE, "restart_policy": "no", "volumes": [f"{tmp_path}:/out"],
@@ -224,7 +224,7 @@ def remove_images(docker_client, env, image_ids):
 def state_single(env, function, name, spec, test=False):
     """One kolla_container state through salt-call, with no redaction by the caller:
     what Salt itself returns. (exit code, the state's return)."""
-    from kolla_salt.saltcall import salt_call
+    from kolla_salt.roads.saltcall import salt_call
     code, data = salt_call(env.config_dir, env.globals["kolla_state_directory"],
                            ["state.single", function, f"name={name}", f"spec={json.dumps(spec)}"]
                            + (["test=True"] if test else []))

@@ -6,8 +6,8 @@ import docker.errors
 import pytest
 
 from kolla_salt import paths
-from kolla_salt.build import Builder, image_ref
-from kolla_salt.settings import default_image, default_settings
+from kolla_salt.declaration.settings import default_image, default_settings
+from kolla_salt.images.build import Builder, image_ref
 
 pytestmark = pytest.mark.functional
 BASE = default_image("base")   # what built_images("base") builds

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from kolla_salt import paths
-from kolla_salt.settings import default_settings
-from kolla_salt.tree import load_tree
+from kolla_salt.declaration.settings import default_settings
+from kolla_salt.declaration.tree import load_tree
 from probes import memcached_answers
 
 pytestmark = pytest.mark.functional

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import KOLLA
-from kolla_salt.swap import STEPS
+from kolla_salt.containers.swap import STEPS
 
 pytestmark = pytest.mark.functional
 ONLY_MEMCACHED = {"enable_mariadb": False, "enable_rabbitmq": False, "enable_keystone": False}

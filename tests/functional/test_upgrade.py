@@ -4,7 +4,7 @@ and test_declared_state.py's keystone.)"""
 import pytest
 from conftest import IMAGES
 
-from kolla_salt.settings import default_tag
+from kolla_salt.declaration.settings import default_tag
 
 pytestmark = pytest.mark.functional
 NEW = "2026.1"

@@ -17,9 +17,9 @@ from pathlib import Path
 import docker.errors
 import pytest
 
-from kolla_salt.containers import ContainerManager
-from kolla_salt.settings import default_image
-from kolla_salt.spec import ContainerSpec
+from kolla_salt.containers.manager import ContainerManager
+from kolla_salt.containers.spec import ContainerSpec
+from kolla_salt.declaration.settings import default_image
 
 MEMCACHED_IMAGE = default_image("memcached")
 BROKEN_MARKER = "/tmp/kshealth-broken"
@@ -99,9 +99,9 @@ STANDALONE = {
 def deployed_check(service):
     """The healthcheck of the service's own definition (salt/states/kolla/<service>/defaults.yaml),
     rendered as a deploy renders it (placeholder passwords: only the check is read)."""
-    from kolla_salt.hostfacts import host_facts
-    from kolla_salt.rendering import ServiceRenderer
-    from kolla_salt.settings import default_settings, wanted_passwords
+    from kolla_salt.declaration.hostfacts import host_facts
+    from kolla_salt.declaration.rendering import ServiceRenderer
+    from kolla_salt.declaration.settings import default_settings, wanted_passwords
     passwords = {key: "test" for key in wanted_passwords()}
     settings = default_settings()
     renderer = ServiceRenderer(settings, passwords, host_facts(settings, "127.0.0.1"))

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from kolla_salt import paths
-from kolla_salt.engine import passes_check
+from kolla_salt.containers.engine import passes_check
 
 from health_helpers import BROKEN_MARKER, incarnation, memcached_spec, wait_until
 from probes import freeze_service

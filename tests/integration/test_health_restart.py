@@ -1,4 +1,4 @@
-"""The all-in-one health loop for real: kolla_salt.healthloop starts a
+"""The all-in-one health loop for real: kolla_salt.healing.healthloop starts a
 masterless salt-minion daemon (kolla_health beacon + reactor engine) over the
 real Docker engine. Services are frozen (SIGSTOP inside: the process lives,
 its check fails, Docker does nothing) and must be restarted as hung and pass
@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from kolla_salt import healthloop
-from kolla_salt.engine import passes_check
-from kolla_salt.health import read_json
-from kolla_salt.settings import default_settings
-from kolla_salt.status import health_loop
+from kolla_salt.containers.engine import passes_check
+from kolla_salt.healing.status import health_loop
+from kolla_salt.declaration.settings import default_settings
+from kolla_salt.healing import healthloop
+from kolla_salt.healing.health import read_json
 
 from health_helpers import BROKEN_MARKER, host_load, incarnation, memcached_spec, salt_minion_processes, \
     standalone_spec, wait_until

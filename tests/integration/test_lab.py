@@ -23,12 +23,12 @@ import yaml
 
 from conftest import LAB_HOSTS, LAB_NAME, SUITE_SETTINGS
 from guest import boot_server, console_log, remove_guest, wait_for
-from kolla_salt import certificates
-from kolla_salt.build import push
-from kolla_salt.inventory import build_pillar
-from kolla_salt.roles import service_images
-from kolla_salt.settings import default_image, load_passwords, load_settings
-from kolla_salt.lab import DATA_ROOT, RUN_ROOT, Lab
+from kolla_salt.declaration.inventory import build_pillar
+from kolla_salt.declaration.roles import service_images
+from kolla_salt.declaration.settings import default_image, load_passwords, load_settings
+from kolla_salt.images.build import push
+from kolla_salt.lab.namespaces import DATA_ROOT, RUN_ROOT, Lab
+from kolla_salt.operations import certificates
 
 pytestmark = [pytest.mark.integration, pytest.mark.lab]
 KOLLA = str(Path(sys.executable).parent / "kolla-salt")
@@ -1017,7 +1017,7 @@ def test_the_masters_schedule_backs_up_the_cluster_when_the_newest_backup_is_old
     a minute or two the master's scheduler (kolla_galera.scheduled) backs up a Synced
     member; its secrets stay on the master; no other backup goes (mariadb_backups_kept
     counts only the schedule's)."""
-    from kolla_salt.backup import master_secrets
+    from kolla_salt.operations.backup import master_secrets
     listed = kolla("mariadb-backup", "--list")
     settings = yaml.safe_load(cloud["globals"].read_text())
     cloud["globals"].write_text(yaml.safe_dump({**settings, "mariadb_backup_interval_minutes": 1,

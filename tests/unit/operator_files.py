@@ -2,8 +2,8 @@
 (every wanted key, mode 0600) and the key repositories `kolla-salt genpwd` makes."""
 import yaml
 
-from kolla_salt import keys
-from kolla_salt.settings import wanted_passwords
+from kolla_salt.declaration.settings import wanted_passwords
+from kolla_salt.operations import keys
 
 
 def write_secrets(folder, value=lambda key: f"pw-{key}"):

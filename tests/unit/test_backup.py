@@ -1,4 +1,4 @@
-"""kolla_salt.backup's checks on files (the backups themselves are taken and restored
+"""kolla_salt.operations.backup's checks on files (the backups themselves are taken and restored
 by tests/functional/test_aio.py)."""
 import datetime
 import hashlib
@@ -7,8 +7,8 @@ import json
 import pytest
 from operator_files import write_secrets
 
-from kolla_salt.backup import (Backups, back_first, restore_stops, data_secrets, database_parts, due, forgotten, host_releases, key_values,
-                               release_problems, secret_problems)
+from kolla_salt.operations.backup import (Backups, back_first, restore_stops, data_secrets, database_parts, due,
+                                          forgotten, host_releases, key_values, release_problems, secret_problems)
 from kolla_salt.errors import ValidationError
 
 
@@ -173,7 +173,7 @@ def test_a_restore_names_what_it_forgets_made_since_the_backup_as_each_service_f
     """nova's folder asks for the servers made since the backup (its restore_forgets):
     the query runs in the member with the backup's time in UTC; a query that names
     nothing, or fails (no such database), says nothing."""
-    from kolla_salt.inventory import restore_forgets
+    from kolla_salt.declaration.inventory import restore_forgets
 
     class Result:
         def __init__(self, code, text):

@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from kolla_salt import paths
-from kolla_salt.build import Builder, discover
+from kolla_salt.declaration.settings import default_settings
 from kolla_salt.errors import ValidationError
-from kolla_salt.settings import default_settings
+from kolla_salt.images.build import Builder, discover
 
 
 def context_of(images_dir, name="base"):
@@ -34,7 +34,7 @@ def test_a_fresh_checkout_hashes_like_the_last_and_a_content_change_does_not(tmp
 
 
 def test_a_registry_prefixes_image_references_and_marks_them_pulled():
-    from kolla_salt.build import from_registry, image_ref
+    from kolla_salt.images.build import from_registry, image_ref
     settings = {"docker_namespace": "kolla-salt", "openstack_tag": "2026.1-source", "docker_registry": ""}
     assert image_ref(settings, "keystone") == "kolla-salt/keystone:2026.1-source"
     assert not from_registry(image_ref(settings, "keystone"))
@@ -59,7 +59,7 @@ def test_an_images_user_comes_from_its_folder_and_a_uid_of_two_users_is_refused(
     is refused naming both files."""
     images = tmp_path / "images"
     shutil.copytree(paths.IMAGES_DIR, images)
-    from kolla_salt.settings import settings_for_release
+    from kolla_salt.declaration.settings import settings_for_release
     settings = settings_for_release(default_settings(), default_settings()["openstack_release"])
     builder = Builder(client=None, settings=settings, images_dir=images)
     assert "useradd --system --uid 42425 --gid keystone --home-dir /var/lib/keystone" in builder.render(
@@ -82,7 +82,7 @@ def test_an_images_user_comes_from_its_folder_and_a_uid_of_two_users_is_refused(
 def test_a_push_copies_unless_the_registry_holds_this_very_image(monkeypatch, held, copied):
     import subprocess
 
-    from kolla_salt import build
+    from kolla_salt.images import build
     ran = []
 
     def run(command, **kwargs):

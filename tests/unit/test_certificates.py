@@ -8,9 +8,9 @@ import shutil
 import pytest
 import yaml
 
-from kolla_salt import certificates
+from kolla_salt.declaration.inventory import build_pillar
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar
+from kolla_salt.operations import certificates
 from operator_files import write_secrets
 
 NAMES = ["cloud.example.test", "127.0.0.11"]

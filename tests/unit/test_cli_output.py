@@ -40,9 +40,9 @@ def test_settle_follows_the_declaration_as_it_is_after_the_command(tmp_path, mon
     not kept running on the settings the road began with)."""
     import yaml
 
-    from kolla_salt import healthloop
-    from kolla_salt.saltcall import Here
-    from kolla_salt.settings import load_settings
+    from kolla_salt.declaration.settings import load_settings
+    from kolla_salt.healing import healthloop
+    from kolla_salt.roads.saltcall import Here
     globals_file = tmp_path / "globals.yml"
     declared = {"enable_health_loop": True, "kolla_state_directory": str(tmp_path / "state")}
     globals_file.write_text(yaml.safe_dump(declared))

@@ -3,10 +3,10 @@ deploying; which member a recovery bootstraps from), a member's my.cnf and
 haproxy's entry for it; RabbitMQ's peer discovery. On one host, none of it."""
 import pytest
 
-from kolla_salt import galera
-from kolla_salt.galera import GaleraRefused, parse_grastate, plan, recovery_choice
-from kolla_salt.inventory import build_pillar
-from kolla_salt.spec import ContainerSpec
+from kolla_salt.containers.spec import ContainerSpec
+from kolla_salt.declaration.inventory import build_pillar
+from kolla_salt.operations import galera
+from kolla_salt.operations.galera import GaleraRefused, parse_grastate, plan, recovery_choice
 from test_loadbalancer import operator_folder
 
 HOSTS = ["host1", "host2", "host3"]

@@ -1,9 +1,9 @@
 """What kolla.deploy's first states say becomes the deploy's verdict before anything
-changes (kolla_salt.statereturns.refused): on one host or on each host of a prediction."""
+changes (kolla_salt.roads.statereturns.refused): on one host or on each host of a prediction."""
 import pytest
 
-from kolla_salt.statereturns import CHECKS_STATE, IN_USE_STATE, refused
 from kolla_salt.errors import KollaError, ValidationError
+from kolla_salt.roads.statereturns import CHECKS_STATE, IN_USE_STATE, refused
 
 
 def states(checks=None, in_use=None, changed=False):

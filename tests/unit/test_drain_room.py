@@ -1,5 +1,5 @@
 """compute drain's room check: do a host's servers fit on the others, by placement's figures?"""
-from kolla_salt.compute import describe, free_room, unplaced
+from kolla_salt.operations.compute import describe, free_room, unplaced
 
 
 def inventory(total, reserved=0, ratio=1.0, max_unit=None):

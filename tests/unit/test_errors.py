@@ -1,9 +1,9 @@
 """What the Salt modules tell Salt when kolla-salt refuses (kolla_salt.errors.said_as,
-kolla_salt.inventory.compiled): the operator's message, as Salt's own error."""
+kolla_salt.declaration.inventory.compiled): the operator's message, as Salt's own error."""
 import pytest
 
+from kolla_salt.declaration.inventory import compiled
 from kolla_salt.errors import KollaError, ValidationError, said_as
-from kolla_salt.inventory import compiled
 
 
 class SaltsError(Exception):   # stands for salt.exceptions.CommandExecutionError

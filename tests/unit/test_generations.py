@@ -1,5 +1,5 @@
-from kolla_salt import generations
-from kolla_salt.containers import capabilities_missing_from_bounding_set
+from kolla_salt.containers import generations
+from kolla_salt.containers.manager import capabilities_missing_from_bounding_set
 from kolla_salt.private import redact, redacted_lines
 
 

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 import docker.errors
 import pytest
 
-from kolla_salt import health, healthloop, hostsignals
-from kolla_salt.generations import History
-from kolla_salt.settings import default_settings
-from kolla_salt.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
+from kolla_salt.containers.generations import History
+from kolla_salt.declaration.settings import default_settings
+from kolla_salt.healing import health, healthloop, hostsignals
+from kolla_salt.healing.health import CheckResult, HealthTracker, RestartLedger, RestartPolicy, Watched
 
 OK, FAIL = CheckResult(True, "healthy"), CheckResult(False, "exit code 1: unhealthy")
 T0 = 1_700_000_000.0
@@ -635,7 +635,7 @@ def test_a_cluster_member_is_not_restarted_while_another_member_is_down(tmp_path
 
 
 def test_a_restart_by_the_loop_is_written_to_the_generations_history(tmp_path):
-    from kolla_salt.generations import History
+    from kolla_salt.containers.generations import History
     container = restartable()
     history = History(tmp_path, "kst-memcached")
     history.add(2, {"image": "kolla-salt/memcached"}, "sha256:" + "1" * 64, "cfg")
@@ -699,8 +699,8 @@ def test_a_slow_container_passing_only_with_its_longer_timeout_stays_slow():
 
 def test_status_reads_the_beacons_judgement_without_a_daemon_as_under_a_master(tmp_path):
     """Under a master the beacon runs in the host's salt-minion, not in a health daemon."""
-    from kolla_salt import healthloop
-    from kolla_salt.status import health_loop
+    from kolla_salt.healing.status import health_loop
+    from kolla_salt.healing import healthloop
     settings = {"kolla_state_directory": str(tmp_path), "enable_health_loop": True}
     health.write_json(healthloop.status_file(settings), {"kst-rabbitmq": {
         "status": "slow", "detail": "timed out", "incarnation": "abc@2024-01-01T00:00:00Z"}})
@@ -710,7 +710,7 @@ def test_status_reads_the_beacons_judgement_without_a_daemon_as_under_a_master(t
 
 
 def test_status_notes_what_the_loop_judged_of_the_current_incarnation_only():
-    from kolla_salt.status import render
+    from kolla_salt.healing.status import render
     row = {"name": "kst-rabbitmq", "set": "messaging-control/rabbitmq", "state": "running", "health": "healthy",
            "image": "kolla-salt/rabbitmq", "generation": 1, "started": "2024-01-01T00:00:00Z", "kept_generations": []}
     loop = {"running": True, "pid": 1, "enabled": True, "restarts": {"kst-rabbitmq": {

@@ -4,7 +4,7 @@ import json
 import yaml
 
 from kolla_salt import cli
-from kolla_salt.generations import History
+from kolla_salt.containers.generations import History
 
 
 def test_history_lists_the_health_loops_restarts_under_their_generation(tmp_path, capsys):

@@ -5,9 +5,9 @@ import pytest
 import yaml
 
 from kolla_salt import paths
+from kolla_salt.declaration.inventory import build_pillar
+from kolla_salt.declaration.settings import load_passwords, load_settings, settings_for_release, wanted_passwords
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar
-from kolla_salt.settings import load_passwords, load_settings, settings_for_release, wanted_passwords
 from operator_files import write_secrets
 
 
@@ -362,7 +362,7 @@ def test_a_set_waits_for_the_sets_it_is_after_and_a_parallel_sets_services_for_n
     the database, RabbitMQ and memcached wait for nothing, keystone for the database and
     memcached (not RabbitMQ), glance and nova not for each other; a set absent here passes
     its wait on to the sets it is after (nova_compute on a compute host)."""
-    from kolla_salt.tree import waits
+    from kolla_salt.declaration.tree import waits
     control = waits(["mariadb", "rabbitmq", "memcached", "keystone", "glance", "nova", "neutron"])
     assert control["mariadb"] == control["rabbitmq"] == control["memcached"] == []
     assert control["keystone"] == ["mariadb", "memcached"]
@@ -381,7 +381,7 @@ def test_a_set_waits_for_the_sets_it_is_after_and_a_parallel_sets_services_for_n
 def test_a_tree_whose_set_starts_after_a_later_or_unknown_set_is_refused(tmp_path, monkeypatch, control, problem):
     """A set may start only after sets before it: the tree's order stays one that a
     master's walk and every upgrade keep. A misspelt key is not taken for no key."""
-    from kolla_salt.tree import load_tree
+    from kolla_salt.declaration.tree import load_tree
     (tmp_path / "tree.yaml").write_text(yaml.safe_dump([{"name": "common"}, {"name": "control", **control},
                                                         {"name": "compute"}]))
     monkeypatch.setattr(paths, "SERVICES_DIR", tmp_path)
@@ -405,7 +405,7 @@ def test_a_services_folder_names_its_set_and_what_it_comes_after(tmp_path, monke
     """Each folder's settings.yml places its service in a set of tree.yaml, after the
     services of that set it names (the others by name): a service is its folder. An
     unknown set, an `after` outside the set or a cycle is refused naming the file."""
-    from kolla_salt.tree import load_tree
+    from kolla_salt.declaration.tree import load_tree
     (tmp_path / "tree.yaml").write_text(yaml.safe_dump([{"name": "common"}, {"name": "control"}]))
     for service, declared in declarations.items():
         (tmp_path / service).mkdir()
@@ -436,7 +436,7 @@ def test_novas_online_data_migrations_wait_for_every_service_and_the_walk_knows_
     """nova's upgrade order: its online data migrations once the compute hosts run the
     new code too (a job `after_every_service`, salt/states/kolla/final.sls), on nova's
     host; a master's walk gives them its last step (placement's `final`)."""
-    from kolla_salt.roles import placement
+    from kolla_salt.declaration.roles import placement
     write_secrets(tmp_path, value=lambda key: "pw")
     write(tmp_path, "globals.yml", COMPUTE)
     nova = next(s for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
@@ -453,7 +453,7 @@ def test_a_services_settings_come_from_its_folder_and_one_declared_twice_is_refu
     key that two folders declare is refused naming both files."""
     import subprocess
     import sys
-    from kolla_salt.settings import default_settings
+    from kolla_salt.declaration.settings import default_settings
     keystone = paths.SERVICES_DIR / "keystone" / "settings.yml"
     write(tmp_path, "globals.yml", {"keystone_public_port": 15000})
     listed = subprocess.run([sys.executable, "-m", "kolla_salt.cli", "--config-dir", str(tmp_path), "settings"],
@@ -480,7 +480,7 @@ def test_services_spread_over_hosts_without_haproxy_are_refused_naming_what_they
     address: a compute host without nova and keystone would fail at its start, so the
     master refuses it before anything changes, naming the host, the service and what it
     misses; with haproxy's VIP, and on one host, the same services are fine."""
-    from kolla_salt.roles import apis_out_of_reach, placement
+    from kolla_salt.declaration.roles import apis_out_of_reach, placement
     write(tmp_path, "globals.yml", {**COMPUTE, "roles": {"control": ["ctl*"], "compute": ["cmp1"]},
                                     "enable_haproxy": False})
     minions = ["cmp1", "ctl1"]
@@ -523,7 +523,7 @@ def test_the_provider_networks_uplink_must_be_a_link_of_its_own_without_an_addre
 
 def test_a_misspelt_key_of_a_folders_definition_is_refused_naming_the_file():
     """A key no code reads would be ignored in silence (`containrs:` would deploy nothing)."""
-    from kolla_salt.rendering import unknown_definition_keys
+    from kolla_salt.declaration.rendering import unknown_definition_keys
     assert unknown_definition_keys("memcached", {"role": "control", "containrs": {}}) == [
         "salt/states/kolla/memcached/defaults.yaml: unknown key 'containrs' (docs/service-folder.md lists those a "
         "folder may hold: role, needs, runs_behind, serial, pause_between_hosts, rollout, caches_database, "

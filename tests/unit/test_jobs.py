@@ -1,8 +1,8 @@
 """When a job runs (ContainerManager.job_pending): once per combination of spec,
 image, config and filled volumes; a converging one also when its spec changed since
 its last success."""
-from kolla_salt.containers import ContainerManager
-from kolla_salt.spec import ContainerSpec
+from kolla_salt.containers.manager import ContainerManager
+from kolla_salt.containers.spec import ContainerSpec
 
 
 def job(converges, env="tls"):

@@ -1,13 +1,13 @@
-"""Keystone's key repositories (kolla_salt.keys) and keystone on several hosts: the
+"""Keystone's key repositories (kolla_salt.operations.keys) and keystone on several hosts: the
 same keys for every keystone host, rotation that stages a key before using it, the
 database jobs on one host, every memcached in its config."""
 import os
 
 import pytest
 
-from kolla_salt import keys
+from kolla_salt.declaration.inventory import build_pillar
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar
+from kolla_salt.operations import keys
 from test_loadbalancer import operator_folder
 
 HOSTS = {"host1": "198.18.0.11", "host2": "198.18.0.12", "host3": "198.18.0.13"}

@@ -4,7 +4,7 @@ every minion silent to the master, and `lab up` failed after 90 s)."""
 import pytest
 
 from kolla_salt.errors import ValidationError
-from kolla_salt.lab import DATA_ROOT, MINION_SOCKET, UNIX_PATH_MAX, Lab
+from kolla_salt.lab.namespaces import DATA_ROOT, MINION_SOCKET, UNIX_PATH_MAX, Lab
 
 
 def test_a_name_too_long_for_the_minions_sockets_is_refused_before_anything_is_made():

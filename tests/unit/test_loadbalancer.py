@@ -3,10 +3,10 @@ derived from them, and the VIP's rules."""
 import pytest
 import yaml
 
+from kolla_salt.containers.balancer import loadbalancer_entries
+from kolla_salt.containers.spec import ContainerSpec
+from kolla_salt.declaration.inventory import build_pillar
 from kolla_salt.errors import ValidationError
-from kolla_salt.balancer import loadbalancer_entries
-from kolla_salt.inventory import build_pillar
-from kolla_salt.spec import ContainerSpec
 from operator_files import write_secrets
 
 
@@ -169,7 +169,7 @@ def test_keepalived_needs_a_vip_it_can_share_and_haproxy(tmp_path):
 
 
 class FakeRuntime:
-    """This host's haproxy as kolla_salt.balancer.Runtime offers it (what it was asked)."""
+    """This host's haproxy as kolla_salt.containers.balancer.Runtime offers it (what it was asked)."""
 
     def __init__(self, here=True):
         self.here, self.asked = here, []
@@ -185,7 +185,7 @@ class FakeRuntime:
 
 
 def test_a_swap_drains_its_server_in_every_hosts_haproxy_and_names_one_that_refused():
-    from kolla_salt.balancer import DONE, NOT_HERE, BalancerError, Balancers
+    from kolla_salt.containers.balancer import DONE, NOT_HERE, BalancerError, Balancers
     published = []
 
     def remote(action, backend, server, timeout):

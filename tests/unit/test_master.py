@@ -1,15 +1,15 @@
 """What a master compares before a change: which minions' pillars to refresh
-(kolla_salt.master.held_digest), and whose Galera member it must ask again."""
+(kolla_salt.roads.master.held_digest), and whose Galera member it must ask again."""
 import json
 import subprocess
 
 import pytest
 import yaml
 
-from kolla_salt import galera
+from kolla_salt.declaration.inventory import build_pillar
 from kolla_salt.errors import KollaError, ValidationError
-from kolla_salt.inventory import build_pillar
-from kolla_salt.master import Master, held_digest, pillar_summary
+from kolla_salt.operations import galera
+from kolla_salt.roads.master import Master, held_digest, pillar_summary
 from operator_files import write_secrets
 
 
@@ -126,8 +126,8 @@ def test_a_deploys_prediction_says_which_minions_hold_another_pillar_and_only_th
     returns what its pillar says of itself in kolla.deploy's first state; a host whose
     minion holds another pillar (its facts' digest), or whose prediction said nothing,
     is refreshed, the others are not."""
-    from kolla_salt.master import take_what_pillars_said
-    from kolla_salt.statereturns import CHECKS_STATE
+    from kolla_salt.roads.master import take_what_pillars_said
+    from kolla_salt.roads.statereturns import CHECKS_STATE
     write_secrets(tmp_path)
     summary = pillar_summary(pillar(tmp_path))
     master, refreshed = Master("/nonexistent"), []
@@ -147,7 +147,7 @@ def test_the_hosts_that_answer_are_heard_while_one_is_down(monkeypatch):
     """`salt -t T` waits T for the minions, then the master's gather_job_timeout for
     one that does not answer, and prints nothing before: a client cut before both
     would leave every host silent (seen when one lab host was down)."""
-    from kolla_salt.master import GATHER_JOB_SECONDS
+    from kolla_salt.roads.master import GATHER_JOB_SECONDS
     master = Master("/nonexistent")
 
     def salt(*args, timeout):   # what `timeout N salt ... -t T` prints
@@ -210,7 +210,7 @@ def test_an_upgrade_through_a_master_backs_the_database_up_before_its_walk_when_
 def test_a_deploy_through_a_master_that_changes_nothing_is_answered_by_the_prediction_without_a_walk(monkeypatch):
     """Every host's prediction is the whole answer when no host would change anything;
     one that refuses stops the deploy before any walk, naming the host."""
-    from kolla_salt.statereturns import CHECKS_STATE
+    from kolla_salt.roads.statereturns import CHECKS_STATE
     master, walks = Master("/nonexistent", out=lambda line: None), []
     monkeypatch.setattr(master, "orchestrate", lambda *args, **kwargs: walks.append(args) or (True, []))
     checks = f"kolla_container_|-{CHECKS_STATE}_|-{CHECKS_STATE}_|-deployable"

@@ -1,7 +1,7 @@
 import pytest
 
+from kolla_salt.declaration.merge import merge
 from kolla_salt.errors import ValidationError
-from kolla_salt.merge import merge
 
 GENERATED = "[DEFAULT]\ndebug = False\nlog_dir = /var/log\n\n[database]\nconnection = mysql://x\n"
 

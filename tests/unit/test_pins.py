@@ -1,8 +1,8 @@
 """pins.yml: the decisions of upgrade and rollback, kept in the declared state."""
 import pytest
 
+from kolla_salt.declaration.pins import Pins, changed, pin_facts
 from kolla_salt.errors import ValidationError
-from kolla_salt.pins import Pins, changed, pin_facts
 
 
 def test_pins_round_trip_and_an_empty_file_is_removed(tmp_path):
@@ -41,8 +41,8 @@ def test_a_password_changed_under_a_held_container_is_refused_naming_the_key(tmp
     """A rollback records fingerprints of the passwords the held container uses (not
     the passwords); a deploy refuses a changed one, naming the passwords.yml key (the
     one a derived password comes from) and the pin."""
-    from kolla_salt.inventory import held_password_problems
-    from kolla_salt.pins import changed, fingerprints
+    from kolla_salt.declaration.inventory import held_password_problems
+    from kolla_salt.declaration.pins import changed, fingerprints
     used = {"keystone_database_password": "db-secret-1", "keystone_health_password": "health-secret-1"}
     recorded = fingerprints(used)
     assert not any(secret in str(recorded) for secret in used.values())

@@ -4,10 +4,10 @@ import json
 import pytest
 import yaml
 
+from kolla_salt.containers.spec import ContainerSpec
+from kolla_salt.declaration.inventory import build_pillar
+from kolla_salt.declaration.registration import registration_job
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar
-from kolla_salt.registration import registration_job
-from kolla_salt.spec import ContainerSpec
 from operator_files import write_secrets
 
 SETTINGS = {"api_interface_address": "127.0.0.1", "kolla_internal_fqdn": "127.0.0.10",

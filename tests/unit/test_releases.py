@@ -1,7 +1,7 @@
 """The upgrade-path rule: N -> N+1, SLURP .1 -> next .1; jumps and downgrades named."""
 import pytest
 
-from kolla_salt.releases import base_move_problems, load_releases, skew_problems, upgrade_path_problem
+from kolla_salt.declaration.releases import base_move_problems, load_releases, skew_problems, upgrade_path_problem
 
 RELEASES = {"zed": {"series": "2022.2"}, "2023.1": {"series": "2023.1 (antelope)"},
             "2024.1": {"series": "2024.1 (caracal)"}, "2025.1": {"series": "2025.1 (epoxy)"},
@@ -79,15 +79,15 @@ def test_a_pin_that_puts_nova_compute_ahead_of_nova_is_refused_before_anything_c
     pillar (deploy, upgrade, a master's placement, what an upgrade on one host
     declares), whichever hosts run the two."""
     import yaml
+    from kolla_salt.declaration.inventory import build_pillar
+    from kolla_salt.declaration.roles import placement
     from kolla_salt.errors import ValidationError
-    from kolla_salt.inventory import build_pillar
-    from kolla_salt.roles import placement
     from test_loadbalancer import operator_folder
     operator_folder(tmp_path, enable_nova=True, enable_nova_compute=True, enable_libvirt=True)
     (tmp_path / "pins.yml").write_text(yaml.safe_dump({"services": {"nova_compute": {"release": "2026.2"}}}))
-    from kolla_salt.pins import load_pins
-    from kolla_salt.roles import declared_services
-    from kolla_salt.settings import load_settings
+    from kolla_salt.declaration.pins import load_pins
+    from kolla_salt.declaration.roles import declared_services
+    from kolla_salt.declaration.settings import load_settings
     for build in (lambda: build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]}), lambda: placement(tmp_path),
                   lambda: declared_services(load_settings(tmp_path), load_pins(tmp_path), "local")):
         with pytest.raises(ValidationError, match=r"nova_compute would run 2026.2, newer than nova at 2026.1: "
@@ -159,10 +159,10 @@ def test_what_a_declaration_names_comes_from_the_folders_alone_as_its_pillar_hol
     without compiling the pillar: the same as the pillar holds, a pinned release and
     a held container included."""
     import yaml
-    from kolla_salt.inventory import build_pillar, service_specs
-    from kolla_salt.pins import load_pins
-    from kolla_salt.roles import declared_services
-    from kolla_salt.settings import load_settings
+    from kolla_salt.declaration.inventory import build_pillar, service_specs
+    from kolla_salt.declaration.pins import load_pins
+    from kolla_salt.declaration.roles import declared_services
+    from kolla_salt.declaration.settings import load_settings
     from test_loadbalancer import operator_folder
     operator_folder(tmp_path, enable_nova=True, enable_nova_compute=True, enable_libvirt=True,
                     enable_neutron=True, enable_openvswitch=True, enable_ovn=True)

@@ -1,12 +1,12 @@
-"""What a master's walk does after its prediction (kolla_salt.rollout): which hosts it
+"""What a master's walk does after its prediction (kolla_salt.roads.rollout): which hosts it
 visits, in which steps, what waits for what, and that one walk runs at a time."""
 import subprocess
 import sys
 
 import pytest
 
-from kolla_salt.tree import waits
-from kolla_salt.rollout import WalkInProgress, ask, changing_hosts, describe, hold_walk_lock, hosts_to_visit, walk
+from kolla_salt.declaration.tree import waits
+from kolla_salt.roads.rollout import WalkInProgress, ask, changing_hosts, describe, hold_walk_lock, hosts_to_visit, walk
 
 
 def state(sls, result=True, changes=None):
@@ -77,7 +77,7 @@ SERVICES = {"cron": {}, "haproxy": {}, "mariadb": {"rollout": "kolla_galera.conv
 
 
 def placement():
-    after = waits(list(SERVICES))   # from the tree, as kolla_salt.roles.placement gives it
+    after = waits(list(SERVICES))   # from the tree, as kolla_salt.declaration.roles.placement gives it
     return [{"service": s, "target": "*", "rollout": None, "serial": False, "pause": 0, **SERVICES[s], "after": after[s]}
             for s in SERVICES]
 
@@ -138,7 +138,7 @@ def test_an_upgrade_goes_a_batch_at_a_time_each_step_after_the_one_before_and_pa
 
 def test_a_second_walk_is_refused_while_one_runs_and_not_after_it_ended(tmp_path):
     lock = tmp_path / "kolla-walk.lock"
-    holder = subprocess.Popen([sys.executable, "-c", f"from kolla_salt.rollout import hold_walk_lock; hold_walk_lock({str(lock)!r}); "
+    holder = subprocess.Popen([sys.executable, "-c", f"from kolla_salt.roads.rollout import hold_walk_lock; hold_walk_lock({str(lock)!r}); "
                                "print('held', flush=True); input()"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:

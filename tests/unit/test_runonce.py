@@ -1,8 +1,8 @@
-"""kolla_salt.runonce's decisions, against a stand-in for the openstack client (the
+"""kolla_salt.operations.runonce's decisions, against a stand-in for the openstack client (the
 real one runs in tests/functional/test_cloud.py)."""
 import json
 
-from kolla_salt.runonce import init_runonce, names
+from kolla_salt.operations.runonce import init_runonce, names
 
 OPEN = [{"IP Protocol": "icmp", "Port Range": "", "Ethertype": "IPv4"},
         {"IP Protocol": "tcp", "Port Range": "22:22", "Ethertype": "IPv4"}]

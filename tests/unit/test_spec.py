@@ -1,7 +1,7 @@
 import pytest
 
+from kolla_salt.containers.spec import ADDED_LATER, ContainerSpec, diff, normalise_capability
 from kolla_salt.errors import ValidationError
-from kolla_salt.spec import ADDED_LATER, ContainerSpec, diff, normalise_capability
 
 BASE = {"name": "keystone", "image": "ns/keystone:1", "environment": {"A": "1"}}
 
@@ -80,7 +80,7 @@ def test_keys_added_later_keep_the_hash_of_a_container_that_does_not_use_them():
 
 
 def test_a_container_is_found_by_its_name_as_given_or_with_the_prefix():
-    from kolla_salt.spec import named
+    from kolla_salt.containers.spec import named
     found = {"kst-keystone": "running", "cron": "running"}.get
     assert named("keystone", "kst-", found) == ("kst-keystone", "running")
     assert named("cron", "kst-", found) == ("cron", "running")          # as given first

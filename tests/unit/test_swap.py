@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from kolla_salt.swap import SwapInProgress, SwapJournal
+from kolla_salt.containers.swap import SwapInProgress, SwapJournal
 
 
 def test_journal_records_each_step_and_ends(tmp_path):

@@ -1,14 +1,14 @@
-"""Which virtualization a compute host's guests get (kolla_salt.virt) and what the
+"""Which virtualization a compute host's guests get (kolla_salt.declaration.virt) and what the
 pillar makes of nova_compute_virt_type."""
 import json
 
 import pytest
 import yaml
 
+from kolla_salt.declaration.inventory import build_pillar
+from kolla_salt.declaration.merge import parse_ini
+from kolla_salt.declaration.virt import Virtualization, judge
 from kolla_salt.errors import ValidationError
-from kolla_salt.inventory import build_pillar
-from kolla_salt.merge import parse_ini
-from kolla_salt.virt import Virtualization, judge
 from operator_files import write_secrets
 
 
@@ -68,7 +68,7 @@ def test_open_vswitch_forwards_in_the_kernel_only_where_its_module_is_loaded(tmp
 
 
 def test_the_kernel_datapath_is_found_by_its_loaded_module(tmp_path):
-    from kolla_salt.virt import detect
+    from kolla_salt.declaration.virt import detect
     (tmp_path / "cpuinfo").write_text("flags\t\t: fpu sse2\n")
     assert detect(tmp_path / "cpuinfo", tmp_path / "kvm", tmp_path / "openvswitch").ovs_datapath_type == "netdev"
     (tmp_path / "openvswitch").mkdir()

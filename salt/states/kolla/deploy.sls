@@ -4,7 +4,7 @@
     the same across every host (kolla/orchestrate.jinja).
     Pillar `kolla_services` (a list) limits the run to some services; a full run also
     removes the containers of services no longer enabled here (volumes kept).
-    The run's first states check that it may start (kolla_salt.preflight; with pillar
+    The run's first states check that it may start (kolla_salt.declaration.preflight; with pillar
     `kolla_allow_release_jump`, a jump OpenStack does not support is said, not
     refused) and stop it before anything changes when not: `kolla-salt deploy` reads
     their verdict by their ids. Operator files that do not validate are the first's

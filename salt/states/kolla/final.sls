@@ -1,5 +1,5 @@
 {#- The jobs that run once every service of the run is done on this host (a master's
-    walk runs this SLS after every host's steps: kolla_salt.rollout.walk): a folder's
+    walk runs this SLS after every host's steps: kolla_salt.roads.rollout.walk): a folder's
     job with `after_every_service: true`, such as nova's online data migrations,
     which wait until the compute hosts run the new code too. A service is waited for
     by a pattern (kolla.[n]ova_compute): Salt lets a pattern match no state of the

@@ -1,0 +1,1 @@
+"""Building the images: one folder per image under images/ (build)."""

@@ -1,0 +1,162 @@
+"""Running the checkout's states masterless: `salt-call --local` with a
+minion config generated under the state folder (no /etc/salt needed, nothing
+else on the host is touched)."""
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from .. import paths
+from ..errors import KollaError
+from ..private import redact
+from .statereturns import refused, services_run
+
+LOG_DIR = Path("/var/log/kolla-salt")
+
+
+def minion_config(config_dir, state_dir, minion_id=None):
+    """Writes <state_dir>/salt/minion and returns the folder (salt-call -c)."""
+    root = Path(state_dir) / "salt"
+    opts = {
+        "id": minion_id or socket.gethostname(),
+        "file_client": "local",
+        "master_type": "disable",
+        "file_roots": {"base": [str(paths.STATES_DIR), str(paths.REPO / "salt")]},
+        "pillar_roots": {"base": [str(paths.PILLAR_DIR)]},
+        "module_dirs": [str(paths.REPO / "salt" / "_modules")],
+        "states_dirs": [str(paths.REPO / "salt" / "_states")],
+        "grains_dirs": [str(paths.REPO / "salt" / "_grains")],
+        "kolla_config_dir": str(config_dir),
+        "root_dir": str(root),
+        "cachedir": str(root / "cache"),
+        "pki_dir": str(root / "pki"),
+        "sock_dir": str(root / "sock"),
+        "pidfile": str(root / "minion.pid"),
+        "log_file": str(LOG_DIR / "salt-minion.log"),
+        "log_level_logfile": "warning",
+        "state_output": "changes",
+        "failhard": True,
+    }
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    LOG_DIR.mkdir(parents=True, exist_ok=True)
+    (root / "minion").write_text(yaml.safe_dump(opts))
+    return root
+
+
+def salt_call(config_dir, state_dir, args, secrets=(), said=None):
+    """Runs salt-call --local; returns (exit code, parsed JSON return).
+
+    Progress lines the modules print go straight to the terminal (stderr), or, given
+    a list `said`, into it (its lines, redacted)."""
+    conf = minion_config(config_dir, state_dir)
+    exe = Path(sys.executable).parent / "salt-call"
+    cmd = [str(exe), "--local", "-c", str(conf), "--out=json", "--retcode-passthrough", "-l", "quiet", *args]
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=None if said is None else subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if said is not None:
+        said.extend(redact(proc.stderr, secrets).splitlines())
+    out = redact(proc.stdout, secrets)
+    try:
+        data = json.loads(out).get("local") if out.strip() else None
+    except json.JSONDecodeError:
+        data = out
+    return proc.returncode, data
+
+
+class Here:
+    """This host as a master of one: the execution functions a master calls on its
+    minions (kolla_container's), called here with salt-call --local, the pillar
+    compiled by Salt as on a minion. So a host action (`stop`, `destroy`, `status`,
+    `logs`) has one road whether it goes to one host or through a master to all:
+    `ask_all`, `returns` and `host_facts` answer as Master's do, keyed None (no host
+    to name), and so do `converge` and `settle` (a deploy's or an upgrade's run)."""
+
+    def __init__(self, config_dir, settings, secrets=()):
+        self.config_dir, self.settings, self.secrets = config_dir, settings, list(secrets)
+        self.state_dir = settings["kolla_state_directory"]
+
+    def ask_all(self, function, *args, timeout=None):
+        """{None: FUNCTION's return}; a failure raises, what Salt said of it on stderr."""
+        code, data = salt_call(self.config_dir, self.state_dir, [function, *map(str, args)], self.secrets)
+        if code:
+            raise KollaError(f"{function} failed on this host (salt-call said why above)")
+        return {None: data}
+
+    def returns(self, target, function, *args, timeout=None):
+        """{None: FUNCTION's return}, or what it refused as a minion says it to a
+        master ("ERROR: why"): the caller reads both roads' answers alike."""
+        said = []
+        code, data = salt_call(self.config_dir, self.state_dir, [function, *map(str, args)], self.secrets, said)
+        if code:
+            why = "\n".join(said).strip().removeprefix(f"Error running '{function}': ")
+            return {None: f"ERROR: {why or f'salt-call {function} exited with {code}'}"}
+        return {None: data}
+
+    def host_facts(self):
+        """{None: this host's kolla_container.facts} (the modules are the checkout's)."""
+        return self.ask_all("kolla_container.facts")
+
+    def backup(self, why, incremental=False, target=None):
+        """A backup of this host's database (kolla_backup.take_here; no `target`: the
+        database is here): its manifest, the progress on salt-call's stderr."""
+        return self.ask_all("kolla_backup.take_here", json.dumps(why), incremental)[None]
+
+    def restore(self, name, command, host=None, target=None, first=()):
+        """Backup `name` put back into this host's member (kolla_backup.restore_here;
+        no `host` or `target`: the database is here): the writers stopped (after the
+        services `first` names), left stopped for the deploy that follows. True; a
+        failure raises, salt-call said why."""
+        self.ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(command), json.dumps(list(first)))
+        return True
+
+    def converge(self, command, pillar, test=False, hosts=None, facts=None, predict=False):
+        """`command` (deploy; an upgrade is one too, its pillar
+        kolla_backup_before_migrations backing the database up within the run) on this
+        host: salt-call --local state.apply kolla.deploy with `pillar`, the pillar
+        compiled once, by Salt; the health loop's restarts paused meanwhile (it must
+        not restart a container being swapped in). Refused before anything changed as
+        its first states say (statereturns.refused). (ok, [the one step: {"hosts":
+        {None: its states}}]); `hosts` gets what the run deployed. `facts`,
+        `predict`: a master's (one state run is its own prediction here)."""
+        from ..healing.healthloop import ledger
+        names = pillar.get("kolla_services") or []
+        print(f"[{command}] {'checking' if test else 'deploying'} "
+              f"{', '.join(names) or 'every service declared for this host'} "
+              f"(salt-call --local state.apply kolla.deploy)", flush=True)
+        # Every password of passwords.yml is hidden from what is printed, not only those
+        # this host's pillar holds (the ones its services use).
+        with contextlib.nullcontext() if test else ledger(self.settings).paused_restarts():
+            code, states = salt_call(self.config_dir, self.state_dir,
+                                     ["state.apply", "kolla.deploy", f"pillar={json.dumps(pillar)}",
+                                      *(["test=True"] if test else [])], self.secrets)
+        refused({None: states})
+        if hosts is not None:
+            hosts[None] = {"services": services_run(states)}
+        return code == 0, [{"hosts": {None: states}}]
+
+    def settle(self, command, hosts=None):
+        """After containers changed (whatever the outcome: a failed upgrade leaves the
+        restored containers to watch): this host's health loop watches them, or is
+        stopped when it has nothing to do, as the declaration says now (a release
+        rollback declares after this road was made). `hosts`: a master's."""
+        from ..declaration.settings import load_settings
+        from ..healing import healthloop
+        settings = load_settings(self.config_dir)
+        schedule = healthloop.backup_schedule(settings, self.config_dir)
+        if not settings["enable_health_loop"] and not schedule:
+            if healthloop.stop_health_daemon(settings):
+                print(f"[{command}] health loop: stopped (enable_health_loop is false)")
+            return
+        daemon = healthloop.ensure_health_daemon(settings, config_dir=self.config_dir)
+        print(f"[{command}] health loop: {'started' if daemon['started'] else 'running'} (pid {daemon['pid']}, "
+              + (f"check every {settings['health_check_interval']} s, restart after "
+                 f"{settings['health_failure_threshold']} failures" if settings["enable_health_loop"]
+                 else "no checks: enable_health_loop is false")
+              + (f"; a database backup when the newest is {settings['mariadb_backup_interval_minutes']} minutes "
+                 f"old, {settings['mariadb_backups_kept']} scheduled ones kept" if schedule else "")
+              + f"; log {healthloop.daemon_root(settings) / 'minion.log'})", flush=True)
