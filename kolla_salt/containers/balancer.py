@@ -209,7 +209,7 @@ def loadbalancer_entries(definitions, addresses, problems, tls_backend=False):
     entries = {}
     for service, definition in definitions.items():
         for name, block in (definition.get("loadbalancer") or {}).items():
-            where = f"salt/states/kolla/{service}/defaults.yaml: loadbalancer.{name}"
+            where = f"salt/states/kolla/{service}/service.yaml: loadbalancer.{name}"
             if not isinstance(block, dict):
                 problems.append(f"{where}: expected a mapping with {', '.join(LOADBALANCER_KEYS)}")
                 continue

@@ -3,7 +3,7 @@
     the settings and passwords (kolla_salt.declaration.settings)                -> settings, passwords
     salt/states/kolla/tree.yaml + <service>/settings.yml (kolla_salt.declaration.tree) -> order
     the host's interfaces (kolla_salt.declaration.hostfacts)                    -> its addresses
-    salt/states/kolla/<service>/defaults.yaml (kolla_salt.declaration.rendering) -> containers, jobs
+    salt/states/kolla/<service>/service.yaml (kolla_salt.declaration.rendering) -> containers, jobs
     salt/states/kolla/<service>/templates/*.j2 + config/<service>/* -> config files
     a folder's loadbalancer: and register: (kolla_salt.containers.balancer,
     kolla_salt.declaration.registration)                                        -> haproxy entries, jobs
@@ -100,13 +100,13 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         try:
             enabled[service] = renderer_for(service).definition(service)
         except (jinja2.TemplateError, yaml.YAMLError) as error:
-            problems.append(f"salt/states/kolla/{service}/defaults.yaml: {error}")
+            problems.append(f"salt/states/kolla/{service}/service.yaml: {error}")
             continue
         problems.extend(unknown_definition_keys(service, enabled[service]))
         # What a restore forgets is asked where the database is, whichever hosts run the
         # service that declares it (nova's servers, asked on a mariadb host without nova).
         forgets.update(restore_forgets(enabled[service].get("restore_forgets"),
-                                       f"salt/states/kolla/{service}/defaults.yaml: restore_forgets", problems))
+                                       f"salt/states/kolla/{service}/service.yaml: restore_forgets", problems))
         patterns = host_patterns(settings, service, enabled[service])
         if placed_on(patterns, [minion_id]):
             definitions[service] = enabled[service]
@@ -125,7 +125,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     for top, service in order:
         if service not in definitions:
             continue
-        where = f"salt/states/kolla/{service}/defaults.yaml"
+        where = f"salt/states/kolla/{service}/service.yaml"
         renderer, definition = renderer_for(service), definitions[service]
         set_path = f"{top}/{service}"
         for image in sorted({c.get("image") for c in (definition.get("containers") or {}).values()} - {None}):

@@ -76,7 +76,7 @@ def skew_problems(releases, declared, behind):
             continue
         mine, theirs = declared[service], declared[leader]
         rule = (f"{service} runs at most one release behind {leader}, never ahead "
-                f"(salt/states/kolla/{service}/defaults.yaml: runs_behind)")
+                f"(salt/states/kolla/{service}/service.yaml: runs_behind)")
         if series(releases, mine) > series(releases, theirs):
             problems.append(f"{service} would run {mine}, newer than {leader} at {theirs}: {rule}; "
                             f"upgrade {leader} to {mine} first, then {service}")

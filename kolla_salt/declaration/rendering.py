@@ -1,4 +1,4 @@
-"""The service folders rendered: each one's defaults.yaml (its containers, jobs,
+"""The service folders rendered: each one's service.yaml (its containers, jobs,
 load-balancer entry and registration) and its templates (config files), Jinja over
 the settings, the passwords and a host's facts (kolla_salt.declaration.hostfacts)."""
 import functools
@@ -33,13 +33,13 @@ DEFINITION_KEYS = ("role", "needs", "runs_behind", "serial", "pause_between_host
 
 def unknown_definition_keys(service, definition):
     """A problem per top-level key of `service`'s definition that no code reads."""
-    return [f"salt/states/kolla/{service}/defaults.yaml: unknown key '{key}' (docs/service-folder.md lists "
+    return [f"salt/states/kolla/{service}/service.yaml: unknown key '{key}' (docs/service-folder.md lists "
             f"those a folder may hold: {', '.join(DEFINITION_KEYS)})"
             for key in sorted(set(definition) - set(DEFINITION_KEYS))]
 
 
 class ServiceRenderer:
-    """Renders a service folder's defaults.yaml and templates against the settings."""
+    """Renders a service folder's service.yaml and templates against the settings."""
 
     def __init__(self, settings, passwords, host):
         self.settings, self.passwords, self.host = settings, passwords, host
@@ -57,7 +57,7 @@ class ServiceRenderer:
                          self.settings.get(f"{container}_tag") or self.settings.get(f"{name}_tag"))
 
     def definition(self, service):
-        text = self.env.get_template(f"{service}/defaults.yaml").render(**self.context())
+        text = self.env.get_template(f"{service}/service.yaml").render(**self.context())
         definition = safeyaml.load(text) or {}
         # Docker's own checks run at one pace for all (health_docker_interval): each
         # costs a process in the container, and the health loop counts their passes.

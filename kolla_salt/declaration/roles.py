@@ -102,7 +102,7 @@ def unmet_needs(enabled, globals_file):
     driver without OVN waits at its start until the deploy times out): a problem
     naming the key to set, found before anything changes."""
     return [f"{globals_file}: key 'enable_{service}' is true, but {service} needs {need} "
-            f"(salt/states/kolla/{service}/defaults.yaml: needs): set enable_{need}: true"
+            f"(salt/states/kolla/{service}/service.yaml: needs): set enable_{need}: true"
             for service, definition in enabled.items() for need in definition.get("needs") or []
             if need not in enabled]
 

@@ -18,7 +18,7 @@ def set_members(names, problems):
     (one of `names`) and the services of that set it comes `after`; the others of a set
     keep the order of their names."""
     problems.extend(f"{folder / 'settings.yml'}: missing: a service's folder names its set there"
-                    for folder in sorted(d.parent for d in paths.SERVICES_DIR.glob("*/defaults.yaml"))
+                    for folder in sorted(d.parent for d in paths.SERVICES_DIR.glob("*/service.yaml"))
                     if not (folder / "settings.yml").exists())
     declared = {}
     for path, declaration in service_declarations(problems):

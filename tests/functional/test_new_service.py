@@ -50,7 +50,7 @@ COPY marker /etc/{SERVICE}-marker
 """
     return {
         f"salt/states/kolla/{SERVICE}/settings.yml": yaml.safe_dump(settings),
-        f"salt/states/kolla/{SERVICE}/defaults.yaml": definition,
+        f"salt/states/kolla/{SERVICE}/service.yaml": definition,
         f"salt/states/kolla/{SERVICE}/init.sls": (f'{{% from "kolla/service.jinja" import deploy_service %}}\n'
                                                   f'{{{{ deploy_service("{SERVICE}") }}}}\n'),
         f"images/{SERVICE}/image.yml": f"parent: memcached\nuser: {{name: {SERVICE}, uid: 42999, home: /var/lib/{SERVICE}}}\n",

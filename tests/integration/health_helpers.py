@@ -97,7 +97,7 @@ STANDALONE = {
 
 
 def deployed_check(service):
-    """The healthcheck of the service's own definition (salt/states/kolla/<service>/defaults.yaml),
+    """The healthcheck of the service's own definition (salt/states/kolla/<service>/service.yaml),
     rendered as a deploy renders it (placeholder passwords: only the check is read)."""
     from kolla_salt.declaration.hostfacts import host_facts
     from kolla_salt.declaration.rendering import ServiceRenderer

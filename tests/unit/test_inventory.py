@@ -322,9 +322,9 @@ def test_a_service_enabled_without_one_it_needs_is_refused_naming_both_keys(tmp_
         build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})
     assert str(refused.value).splitlines() == [
         f"{tmp_path / 'globals.yml'}: key 'enable_nova' is true, but nova needs placement "
-        "(salt/states/kolla/nova/defaults.yaml: needs): set enable_placement: true",
+        "(salt/states/kolla/nova/service.yaml: needs): set enable_placement: true",
         f"{tmp_path / 'globals.yml'}: key 'enable_neutron' is true, but neutron needs ovn "
-        "(salt/states/kolla/neutron/defaults.yaml: needs): set enable_ovn: true"]
+        "(salt/states/kolla/neutron/service.yaml: needs): set enable_ovn: true"]
     write(tmp_path, "globals.yml", {"enable_neutron": True, "enable_ovn": True, "enable_nova": True})
     assert {"neutron", "ovn", "nova"} <= {s["name"] for s in build_pillar(tmp_path, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]}
 
@@ -525,7 +525,7 @@ def test_a_misspelt_key_of_a_folders_definition_is_refused_naming_the_file():
     """A key no code reads would be ignored in silence (`containrs:` would deploy nothing)."""
     from kolla_salt.declaration.rendering import unknown_definition_keys
     assert unknown_definition_keys("memcached", {"role": "control", "containrs": {}}) == [
-        "salt/states/kolla/memcached/defaults.yaml: unknown key 'containrs' (docs/service-folder.md lists those a "
+        "salt/states/kolla/memcached/service.yaml: unknown key 'containrs' (docs/service-folder.md lists those a "
         "folder may hold: role, needs, runs_behind, serial, pause_between_hosts, rollout, caches_database, "
         "restore_forgets, loadbalancer, register, containers, jobs)"]
     assert unknown_definition_keys("memcached", {"role": "control", "containers": {}}) == []

@@ -75,7 +75,7 @@ def test_a_bad_queue_timeout_or_maxconn_is_refused_naming_the_key(tmp_path):
     problems = []
     loadbalancer_entries({"svc": {"loadbalancer": {"svc": {"port": 80, "listen_ports": [81, 82], "check": "/",
                                                            "maxconn": "two"}}}}, {"svc": ["127.0.0.1"]}, problems)
-    assert problems == ["salt/states/kolla/svc/defaults.yaml: loadbalancer.svc.maxconn: "
+    assert problems == ["salt/states/kolla/svc/service.yaml: loadbalancer.svc.maxconn: "
                         "expected a number of requests above 0, got 'two'"]
 
 
@@ -101,7 +101,7 @@ def test_bad_loadbalancer_entries_are_refused_naming_the_folder_and_key():
                                                     "weight": 3, "timeout": "an hour"},
                                             "other": {"listen_ports": [1, 2], "check": "/"}}}}
     assert loadbalancer_entries(definitions, {"svc": ["127.0.0.1"]}, problems) == {}
-    where = "salt/states/kolla/svc/defaults.yaml: loadbalancer"
+    where = "salt/states/kolla/svc/service.yaml: loadbalancer"
     assert f"{where}.svc.listen_ports: expected two different port numbers, got [81, 81]" in problems
     assert f"{where}.svc.check: expected a path starting with /, got 'v1'" in problems
     assert any(p.startswith(f"{where}.svc.weight: unknown key") for p in problems)
@@ -152,7 +152,7 @@ def test_haproxy_on_every_control_host_fronts_the_hosts_that_run_each_service(tm
 
 def test_keepalived_needs_a_vip_it_can_share_and_haproxy(tmp_path):
     """keepalived's folder says both: its rules (settings.yml) refuse a loopback VIP while
-    it is on and a router id outside VRRP's, its defaults.yaml `needs` haproxy."""
+    it is on and a router id outside VRRP's, its service.yaml `needs` haproxy."""
     operator_folder(tmp_path, enable_keepalived=True, keepalived_virtual_router_id=300)
     with pytest.raises(ValidationError) as error:
         services(tmp_path)

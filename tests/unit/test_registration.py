@@ -18,7 +18,7 @@ PASSWORDS = {"keystone_admin_password": "admin-secret", "glance_keystone_passwor
 BLOCK = {"service": {"name": "glance", "type": "image", "description": "Images"},
          "endpoints": {"public": "http://127.0.0.1:9292", "internal": "http://127.0.0.1:9292"},
          "user": {"name": "glance", "password": "glance_keystone_password"}}
-WHERE = "salt/states/kolla/glance/defaults.yaml: register"
+WHERE = "salt/states/kolla/glance/service.yaml: register"
 
 
 def derive(block=BLOCK, settings=SETTINGS, passwords=PASSWORDS):
