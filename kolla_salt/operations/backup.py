@@ -248,7 +248,7 @@ def data_secrets(config_dir):
 
 
 def key_values(text):
-    """xtrabackup_info / xtrabackup_checkpoints: `key = value` lines."""
+    """mariadb_backup_info / mariadb_backup_checkpoints (xtrabackup_* before MariaDB 11): `key = value` lines."""
     pairs = (line.partition("=") for line in text.splitlines())
     return {key.strip(): value.strip() for key, sep, value in pairs if sep}
 
@@ -404,7 +404,9 @@ class Backups:
             with desynced(member, out) as galera:
                 archive = self._stream(client, member, folder / ARCHIVE, BACKUP_SCRIPT.format(incremental=since),
                                        out, redacted)
-            info = key_values(self._read(member, f"cat {LSN_DIR}/xtrabackup_checkpoints {LSN_DIR}/xtrabackup_info && rm -rf {LSN_DIR}"))
+            # MariaDB 11 (trixie) names them mariadb_backup_checkpoints and _info; 10.11 xtrabackup_*.
+            info = key_values(self._read(member, f"cat {LSN_DIR}/*backup_checkpoints {LSN_DIR}/*backup_info "
+                                                 f"&& rm -rf {LSN_DIR}"))
             secrets_archive = write_secrets(config_dir, folder / SECRETS) if config_dir else None
             manifest = {
                 "name": name, "kind": "incremental" if base else "full", **({"base": base["name"]} if base else {}),
