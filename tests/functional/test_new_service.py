@@ -140,10 +140,10 @@ def test_a_new_api_service_folder_is_built_deployed_registered_upgraded_rolled_b
     assert (f"key '{SERVICE}_api_port' must be at least 1024, got 80: it binds as its own user"
             in proc.stderr), proc.stdout + proc.stderr
 
-    env.run("build", SERVICE)
     env.write_globals(enable_rabbitmq=False, enable_haproxy=True, **{f"enable_{SERVICE}": True,
                                                                       f"{SERVICE}_api_port": PORT,
                                                                       f"{SERVICE}_api_standby_port": STANDBY})
+    env.run("build", SERVICE)
     out = env.run("deploy").stdout
     name = env.name(f"{SERVICE}_api")
     assert f"{name} created, generation 1 is healthy" in out, out
