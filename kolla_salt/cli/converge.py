@@ -109,7 +109,7 @@ def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=Fal
     declaration, and their `facts`, from its preflight; with `predict` the hosts
     predict first). Each road refuses before anything changes; what every step did on
     every host is said here, then the road settles (Here: the health loop; a master:
-    the pillars refreshed) and, after a deploy of the service whose folder says
+    the pillars refreshed) and, after a deploy of the service whose settings.yml says
     `client_files` (keystone), the client files say where it is."""
     from ..declaration.pins import load_pins
     for pin in load_pins(args.config_dir).describe():
@@ -138,13 +138,14 @@ def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=Fal
     ok = ok and failed == 0
     if not args.test:
         road.settle(command, hosts)
-    front = {h: [s["name"] for s in declared["services"] if s["client_files"]]
-             for h, declared in sorted(hosts.items(), key=lambda item: item[0] or "")}
-    front = {h: services for h, services in front.items() if services}
-    if ok and not args.test and front and (not names or set(names) & {s for found in front.values() for s in found}):
+    from ..declaration.settings import client_file_services
+    doors = client_file_services()
+    front = [h for h, declared in sorted(hosts.items(), key=lambda item: item[0] or "")
+             if any(s["name"] in doors for s in declared["services"])]
+    if ok and not args.test and front and (not names or set(names) & doors):
         from ..declaration.settings import load_passwords
         from ..operations.clouds import write_client_files
-        settings = _host_settings(args, facts[next(iter(front))]["interfaces"] if facts else None)
+        settings = _host_settings(args, facts[front[0]]["interfaces"] if facts else None)
         for path in write_client_files(args.config_dir, settings, load_passwords(args.config_dir)):
             print(f"[{command}] wrote {path}")
     return 0 if ok else 1

@@ -163,7 +163,7 @@ def declared_services(settings, pins, minion_id):
                          "containers": containers,
                          "jobs": [{"name": prefix + name, "image": renderer.image(job["image"])}
                                   for name, job in jobs.items()],
-                         "post_jobs": [], "final_jobs": [], "client_files": bool(definition.get("client_files")),
+                         "post_jobs": [], "final_jobs": [],
                          "fills": sorted({volume for job in jobs.values() for volume in job.get("fills") or ()})})
     return services
 

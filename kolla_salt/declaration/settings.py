@@ -184,15 +184,16 @@ def value_rules(defaults, origin, problems):
     return found
 
 
-DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules")
+DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files")
 
 
 def service_declarations(problems):
     """[(path, its content)] of every service folder's settings.yml: its place in the
     container-set tree (`set`, and `after`: the services of its set it comes after),
     the globals.yml keys the service reads with their defaults (`settings`), the
-    passwords.yml keys it needs (`passwords`), and what a value of its settings must
-    be beyond its type (`rules`, value_rules)."""
+    passwords.yml keys it needs (`passwords`), what a value of its settings must be
+    beyond its type (`rules`, value_rules), and whether it is the cloud's front door,
+    after whose deploy the admin's client files are written (`client_files`)."""
     found = []
     for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
         declared = read_yaml(path, problems)
@@ -206,9 +207,17 @@ def service_declarations(problems):
             problems.append(f"{path}: key 'passwords' must be a list of passwords.yml keys")
         elif not isinstance(declared.get("rules") or {}, dict):
             problems.append(f"{path}: key 'rules' must be a mapping of settings to their rules")
+        elif not isinstance(declared.get("client_files", False), bool):
+            problems.append(f"{path}: key 'client_files' must be true or false")
         else:
             found.append((path, declared))
     return found
+
+
+def client_file_services():
+    """The services whose settings.yml says `client_files`: a deploy of one writes the
+    admin's client files (keystone)."""
+    return {path.parent.name for path, declared in _checked(service_declarations, None) if declared.get("client_files")}
 
 
 def _composed(problems, general, part):

@@ -527,5 +527,10 @@ def test_a_misspelt_key_of_a_folders_definition_is_refused_naming_the_file():
     assert unknown_definition_keys("memcached", {"role": "control", "containrs": {}}) == [
         "salt/states/kolla/memcached/service.yaml: unknown key 'containrs' (docs/service-folder.md lists those a "
         "folder may hold: role, needs, runs_behind, serial, pause_between_hosts, rollout, caches_database, "
-        "restore_forgets, client_files, loadbalancer, register, containers, jobs)"]
+        "restore_forgets, loadbalancer, register, containers, jobs)"]
     assert unknown_definition_keys("memcached", {"role": "control", "containers": {}}) == []
+
+
+def test_the_services_after_whose_deploy_the_client_files_are_written_come_from_their_folders():
+    from kolla_salt.declaration.settings import client_file_services
+    assert client_file_services() == {"keystone"}
