@@ -14,8 +14,11 @@ processes (from /proc/<pid>/stat):
 Then it times a no-op `kolla-salt deploy` (--rounds, nothing to change) and
 where its time goes, from the moments its output lines appear.
 
-Usage: .venv/bin/python benchmarks/idle_cost.py [--help] [--config-dir DIR] [--seconds N] [--rounds N]
-Without --config-dir it deploys a throw-away all-in-one cloud of its own.
+It also sums the memory the cloud's containers use at rest (as `docker stats` counts it).
+
+Usage: .venv/bin/python benchmarks/idle_cost.py [--help] [--config-dir DIR] [--base VERSION] [--seconds N] [--rounds N]
+Without --config-dir it deploys a throw-away all-in-one cloud of its own, on the
+images of --base (kolla_base_distro_version: bookworm or trixie; default the release's).
 """
 import argparse
 import contextlib
@@ -25,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-from cloud import throwaway_cloud
+import docker
+from cloud import memory_in_use, throwaway_cloud
 from common import noop_deploy
 
 from kolla_salt.declaration.settings import load_settings
@@ -101,11 +105,11 @@ def measure(settings, seconds):
 
 
 @contextlib.contextmanager
-def cloud(config_dir):
+def cloud(config_dir, base):
     if config_dir:
         yield Path(config_dir)
         return
-    with throwaway_cloud("kbench-idle-", enable_health_loop=True) as env:
+    with throwaway_cloud("kbench-idle-", enable_health_loop=True, kolla_base_distro_version=base) as env:
         print("deploying a throw-away all-in-one cloud...", flush=True)
         env.run("deploy")
         yield env.config_dir
@@ -114,12 +118,14 @@ def cloud(config_dir):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config-dir", help="the operator folder of a deployed cloud (default: a throw-away one)")
+    parser.add_argument("--base", default="", help="the throw-away cloud's images' base (kolla_base_distro_version; "
+                                                   "default: the release's)")
     parser.add_argument("--seconds", type=int, default=60, help="length of each CPU reading (default 60)")
     parser.add_argument("--rounds", type=int, default=5, help="no-op deploys to time (default 5)")
     args = parser.parse_args()
     if args.seconds < 5 or args.rounds < 1:
         parser.error("--seconds must be at least 5, --rounds at least 1")
-    with cloud(args.config_dir) as config_dir:
+    with cloud(args.config_dir, args.base) as config_dir:
         settings = load_settings(config_dir)
         if not healthloop.running_pid(settings):
             raise SystemExit(f"{config_dir}: its health loop does not run (enable_health_loop, `kolla-salt deploy`)")
@@ -137,6 +143,9 @@ def main():
         for label, (cores, used) in (("with the loop", with_loop), ("without it", without)):
             parts = ", ".join(f"{group} {value:.3f}" for group, value in used.items())
             print(f"  {label:14s} host busy {cores:.3f} cores; machinery {sum(used.values()):.3f} ({parts})")
+        memory = memory_in_use(docker.from_env(), settings["container_name_prefix"])
+        print(f"  memory of its {len(memory)} containers at rest ({settings['kolla_base_distro']}-"
+              f"{settings['kolla_base_distro_version']} images): {sum(memory.values()) / 2**20:.0f} MiB")
         machinery_cores = sum(with_loop[1].values())
         print(f"  the loop's cost (host busy with - without): {with_loop[0] - without[0]:.3f} cores")
         print(f"  machinery at rest: {machinery_cores:.3f} cores, goal {GOAL_CORES}: "
