@@ -101,7 +101,17 @@ def _certificate(subject, issuer, public_key, signing_key, days, ca, names=()):
                .public_key(public_key).serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(minutes=5))
                .not_valid_after(now + datetime.timedelta(days=days))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
+               # Key identifiers and key usage: Python 3.13 (trixie's) verifies with
+               # VERIFY_X509_STRICT by default, which refuses a certificate without an
+               # Authority Key Identifier and a CA without a Subject Key Identifier or
+               # key usage ("Missing Authority Key Identifier").
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signing_key.public_key()),
+                              critical=False)
+               .add_extension(x509.KeyUsage(digital_signature=not ca, content_commitment=False, key_encipherment=False,
+                                            data_encipherment=False, key_agreement=False, key_cert_sign=ca,
+                                            crl_sign=ca, encipher_only=False, decipher_only=False), critical=True))
     if names:
         builder = (builder.add_extension(x509.SubjectAlternativeName(_names(names)), critical=False)
                    .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
