@@ -79,13 +79,14 @@ def cmd_logs(args):
     return 0
 
 
-def _print_logs(args, since):
+def _print_logs(args, since, follow=False):
     """Prints kolla_container.logs of the named container (--tail on the first call,
-    the lines after `since` on the next ones) through _road; returns its answer."""
+    the lines after `since` on the next ones of a follow) through _road; returns its
+    answer."""
     host, name = _host_and_container(args) if args.master else (None, args.container)
     found = _one_host(args, host, "kolla_container.logs", name,
                       *([f"tail={args.tail}"] if args.tail is not None and since is None else []),
-                      *([f"since={since}"] if since is not None else []))
+                      *([f"since={since}"] if since is not None else []), *(["follow=True"] if follow else []))
     if found is None:
         raise KollaError(f"logs: no container named {name}{f' on {host}' if host else ''}")
     if not isinstance(found, dict):
@@ -104,10 +105,10 @@ def _follow_through_master(args):
     FOLLOW_PAUSE seconds for the lines after the last answer's; ends, as `docker logs
     --follow` does, when the container no longer runs."""
     import time
-    found = _print_logs(args, since=None)
+    found = _print_logs(args, since=None, follow=True)
     while found["running"]:
         time.sleep(FOLLOW_PAUSE)
-        found = _print_logs(args, since=found["until"])
+        found = _print_logs(args, since=found["until"], follow=True)
     return 0
 
 

@@ -240,13 +240,14 @@ def status():
 
 
 @_refusal
-def logs(name, tail=None, since=None):
+def logs(name, tail=None, since=None, follow=False):
     """{"logs": a container's stdout/stderr (the last `tail` lines, or those written
     after `since`), passwords redacted; "until": the clock of this host up to which
-    they go, the next call's `since`; "running": whether the container still runs}.
-    None when no container has that name (with or without container_name_prefix). A
-    dict, so that no container's text reads as a refusal. `logs --follow` through a
-    master calls it again and again (Salt returns once, when a function ends)."""
+    they go, the next call's `since` (with `follow`); "running": whether the container
+    still runs}. None when no container has that name (with or without
+    container_name_prefix). A dict, so that no container's text reads as a refusal.
+    `logs --follow` through a master calls it again and again, with `follow` (Salt
+    returns once, when a function ends)."""
     import time
 
     from kolla_salt.private import redact
@@ -255,8 +256,9 @@ def logs(name, tail=None, since=None):
     if container is None:
         return None
     # A line's time is when the engine read it from the container, and it is in the
-    # log a moment later: reading up to a second ago leaves none to the next call.
-    until = time.time() - 1
+    # log a moment later: a follow reads up to a second ago, which leaves none to its
+    # next call; a single call reads all there is (a line written just before it too).
+    until = time.time() - 1 if follow else None
     text = container.logs(tail=int(tail) if tail is not None else "all", until=until,
                           # since and until both hold their own instant (the engine's)
                           **({"since": float(since) + 1e-6} if since is not None else {}))
