@@ -195,6 +195,8 @@ class Builder:
         if not force and self._image(ref) is not None:
             return ref
         release = self.settings["kolla_base_distro_version"]
+        if not release:   # raw defaults: load_settings and settings_for_release derive it
+            raise KollaError("build: the settings name no base (kolla_base_distro_version is empty)")
         if not shutil.which("debootstrap"):
             raise KollaError("debootstrap is not installed: run `make setup`")
         mirror = self.settings["base_distro_mirror"]

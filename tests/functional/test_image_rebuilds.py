@@ -6,7 +6,7 @@ import docker.errors
 import pytest
 
 from kolla_salt import paths
-from kolla_salt.declaration.settings import default_image, default_settings
+from kolla_salt.declaration.settings import default_image, default_settings, settings_for_release
 from kolla_salt.images.build import Builder, image_ref
 
 pytestmark = pytest.mark.functional
@@ -24,7 +24,9 @@ def test_a_rebuilt_tag_leaves_no_unused_image_behind(docker_client, built_images
     tiny.mkdir()
     (tiny / "image.yml").write_text("parent: base\n")
     (tiny / "Dockerfile.j2").write_text("FROM {{ parent_image }}\nCOPY marker /marker\n")
-    settings = {**default_settings(), "openstack_tag": f"kst{uuid.uuid4().hex[:6]}"}
+    defaults = default_settings()   # as load_settings derives them: the release's base
+    settings = {**settings_for_release(defaults, defaults["openstack_release"]),
+                "openstack_tag": f"kst{uuid.uuid4().hex[:6]}"}
     ref = image_ref(settings, "kst-tiny")
     said = []
     builder = Builder(docker_client, settings, images_dir=images_dir, out=said.append)
