@@ -1,9 +1,10 @@
 """What a deploy checks on a host before it changes anything there: the services asked
 for are declared for the host, every image they run is on it (or comes from a
 registry, which the host pulls), no container changes release in a way OpenStack
-does not support, and none changes base. kolla.deploy's first state (kolla_container.deployable) runs them
-where the containers are, so one host's `deploy` and a master's prediction on each of
-its hosts check alike, each with its own engine and the pillar Salt compiled."""
+does not support, and none changes base. kolla.deploy's first state
+(kolla_container.deployable) runs them where the containers are, so one host's
+`deploy` and a master's prediction on each of its hosts check alike, each with its
+own engine and the pillar Salt compiled."""
 from ..images.build import from_registry
 from .inventory import service_specs
 from .releases import base_move_problems, load_releases, release_path_problems, running_images
@@ -55,7 +56,7 @@ def deploy_checks(client, services, asked, prefix, allow_jump=False):
     pillar entries, when empty) on the engine of `client`."""
     problems = unknown_services([s["name"] for s in services], asked)
     selected = [s for s in services if not asked or s["name"] in asked]
-    running = running_images(client, prefix)
+    running = running_images(client, prefix)   # one reading of the engine for both checks
     releases = {name: release for name, (release, _) in running.items() if release}
     refused, notes = judged_jumps(release_path_problems(load_releases(), selected, releases), allow_jump)
     moves = base_move_problems(selected, {name: base for name, (_, base) in running.items() if base})
