@@ -21,7 +21,7 @@ def write(folder, name, data, mode=0o600):
 def test_globals_override_defaults_and_derive_tag(tmp_path):
     write(tmp_path, "globals.yml", {"openstack_release": "2026.1", "kolla_install_type": "source"})
     settings = load_settings(tmp_path)
-    assert settings["openstack_tag"] == "2026.1-source-bookworm"   # the release's default base (releases.yml)
+    assert settings["openstack_tag"] == "2026.1-source-trixie"   # the release's default base (releases.yml)
     assert settings["release_versions"] == {"keystone": "29.0.0", "glance": "32.0.0", "placement": "15.0.0", "nova": "33.0.2",
                                            "neutron": "28.0.2", "horizon": "25.7.3"}
     assert settings["api_interface"] == "lo"
@@ -146,11 +146,11 @@ def test_kolla_ansible_keys_we_do_not_use_only_warn(tmp_path):
 
 
 def test_the_base_is_kolla_ansibles_keys_and_a_base_a_release_does_not_build_on_is_refused(tmp_path):
-    """kolla_base_distro_version picks the base (trixie or bookworm for 2026.1, in the
-    tag so both bases' images can sit side by side); ubuntu, a base the release does
-    not build on, and the old key names are refused naming the key."""
-    write(tmp_path, "globals.yml", {"kolla_base_distro_version": "trixie"})
-    assert load_settings(tmp_path)["openstack_tag"] == "2026.1-source-trixie"
+    """kolla_base_distro_version picks the base (bookworm stays buildable for 2026.1, in
+    the tag so both bases' images can sit side by side); ubuntu, a base the release
+    does not build on, and the old key names are refused naming the key."""
+    write(tmp_path, "globals.yml", {"kolla_base_distro_version": "bookworm"})
+    assert load_settings(tmp_path)["openstack_tag"] == "2026.1-source-bookworm"
     path = write(tmp_path, "globals.yml", {"kolla_base_distro": "ubuntu", "openstack_release": "zed",
                                            "kolla_install_type": "binary", "kolla_base_distro_version": "trixie",
                                            "base_distro_release": "bookworm"})
@@ -311,7 +311,7 @@ def test_a_containers_own_tag_beats_its_images(tmp_path):
     images = {name: spec["image"] for name, spec in specs.items()}
     assert images["nova_compute"] == "kolla-salt/nova:compute-fix"
     assert images["nova_api"] == images["nova_scheduler"] == "kolla-salt/nova:control-fix"
-    assert images["nova_libvirt"] == "kolla-salt/libvirt:2026.1-source-bookworm"
+    assert images["nova_libvirt"] == "kolla-salt/libvirt:2026.1-source-trixie"
 
 
 def test_a_service_enabled_without_one_it_needs_is_refused_naming_both_keys(tmp_path):
