@@ -81,7 +81,7 @@ def check_value(key, default, value, where, problems, rules=()):
 # settings have theirs in its folder's settings.yml `rules`): (which keys, test, what a value must be).
 VALUE_RULES = [
     (lambda key: key.endswith("_port"), lambda v: 0 < v < 65536, "a port number (1-65535)"),
-    (lambda key: key.startswith("health_") or key == "openstack_service_workers", lambda v: v > 0,
+    (lambda key: key.startswith("health_") or key in ("openstack_service_workers", "build_threads"), lambda v: v > 0,
      "greater than 0"),
     (lambda key: key == "health_pressure_limit", lambda v: v <= 1, "a share of time, at most 1"),
     (lambda key: key == "health_slow_timeout_factor", lambda v: v >= 1, "at least 1"),

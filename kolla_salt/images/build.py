@@ -9,6 +9,7 @@ whose hash has not changed is not rebuilt, and an image that another tag
 already built with the same hash (the release-independent images of a second
 release) is tagged, not built again.
 """
+import concurrent.futures
 import hashlib
 import io
 import json
@@ -176,6 +177,35 @@ def rootfs_ref(settings):
     return f"{settings['docker_namespace']}/rootfs-{settings['kolla_base_distro']}-{settings['kolla_base_distro_version']}:latest"
 
 
+def after_parents(order, parent_of, work, threads):
+    """Calls work(name) for every name of `order` (parents before children), up to
+    `threads` at once, each once its parent (parent_of[name], if in `order`) is done:
+    most of an image's build waits on the network (apt, pip), so the images of one
+    parent build side by side. Returns {name: what work returned}. A failure lets
+    the running calls end, starts no other, and is raised."""
+    results, running, failure = {}, {}, None
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        waiting = list(order)
+        while waiting or running:
+            ready = [] if failure else [name for name in waiting
+                                        if parent_of.get(name) not in order or parent_of[name] in results]
+            for name in ready[:max(1, threads) - len(running)]:
+                waiting.remove(name)
+                running[pool.submit(work, name)] = name
+            if not running:
+                break
+            finished, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in finished:
+                name = running.pop(future)
+                if future.exception() is not None:
+                    failure = failure or future.exception()
+                else:
+                    results[name] = future.result()
+    if failure is not None:
+        raise failure
+    return results
+
+
 class Builder:
     """Builds images with the Docker SDK, printing progress to `out`."""
 
@@ -279,8 +309,10 @@ class Builder:
                 self.out(f"[build] {name}: skipped, no {install_type} image (images/{name}/image.yml)")
         order = build_order(self.images, wanted)
         parent_root = self.ensure_rootfs()
-        result, replaced = {}, []
-        for index, name in enumerate(order, 1):
+        threads = int(self.settings.get("build_threads") or 1)
+
+        def build_one(name):
+            index = order.index(name) + 1
             image = self.images[name]
             ref = image_ref(self.settings, name)
             parent = self._image(image_ref(self.settings, image.parent) if image.parent else parent_root)
@@ -290,23 +322,25 @@ class Builder:
             current = self._image(ref)
             if not force and current is not None and current.labels.get(BUILD_HASH_LABEL) == wanted_hash:
                 self.out(f"[build] ({index}/{len(order)}) {ref}: unchanged")
-                result[name] = "unchanged"
-                continue
+                return "unchanged", None
             same = None if force else self._image_with_hash(wanted_hash)
             if same is not None:
                 repo, tag = ref.rsplit(":", 1)
                 same.tag(repo, tag)
                 self.out(f"[build] ({index}/{len(order)}) {ref}: same content as {same.tags[0]}, tagged")
-                result[name] = "tagged"
+                outcome = "tagged"
             else:
                 self.out(f"[build] ({index}/{len(order)}) {ref}: building")
-                self._docker_build(ref, context, wanted_hash)
-                result[name] = "built"
-            if current is not None:
-                replaced.append((ref, current.id))
+                self._docker_build(ref, context, wanted_hash, name if threads > 1 else None)
+                outcome = "built"
+            return outcome, current and (ref, current.id)
+
+        done = after_parents(order, {name: self.images[name].parent for name in order}, build_one, threads)
+        result = {name: outcome for name, (outcome, _) in done.items()}
         # Children first: an old parent is still needed by the old child images.
-        for ref, image_id in reversed(replaced):
-            if remove_if_orphaned(self.client, image_id):
+        for name in reversed(order):
+            if done[name][1] and remove_if_orphaned(self.client, done[name][1][1]):
+                ref, image_id = done[name][1]
                 self.out(f"[build] removed the image {ref} had before ({image_id[7:19]}): nothing uses it")
         return result
 
@@ -314,7 +348,8 @@ class Builder:
         found = [i for i in self.client.images.list(filters={"label": f"{BUILD_HASH_LABEL}={build_hash}"}) if i.tags]
         return found[0] if found else None
 
-    def _docker_build(self, ref, context, build_hash):
+    def _docker_build(self, ref, context, build_hash, name=None):
+        """Builds `ref`; its step lines name the image (`name`) when builds run side by side."""
         stream = self.client.api.build(
             fileobj=io.BytesIO(context), custom_context=True, tag=ref, rm=True, forcerm=True,
             decode=True, labels={BUILD_HASH_LABEL: build_hash}, pull=False)
@@ -326,4 +361,4 @@ class Builder:
             if line:
                 tail.append(line)
                 if re.match(r"Step \d+/\d+ :", line):
-                    self.out(f"[build]   {line.strip()[:160]}")
+                    self.out(f"[build]   {name + ': ' if name else ''}{line.strip()[:160]}")

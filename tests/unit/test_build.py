@@ -94,3 +94,40 @@ def test_a_push_copies_unless_the_registry_holds_this_very_image(monkeypatch, he
     monkeypatch.setattr(build.subprocess, "run", run)
     assert build.push("198.18.0.1:5000/kolla-salt/memcached:x", "sha256:aaa", insecure=True) is copied
     assert any("copy" in command for command in ran) is copied
+
+
+def test_images_build_side_by_side_each_after_its_parent_and_a_failure_starts_no_other():
+    """`build_threads` images at once: no child starts before its parent is built, the
+    children of one parent overlap, and a failed build lets the running ones end but
+    starts none after it (the error is the failed build's)."""
+    import threading
+    import time
+
+    from kolla_salt.images.build import after_parents
+    parent_of = {"base": None, "toolbox": "base", "keystone": "base", "nova": "base", "ovn": "openvswitch",
+                 "openvswitch": "base"}
+    order = ["base", "toolbox", "keystone", "nova", "openvswitch", "ovn"]
+    lock, events, at_once = threading.Lock(), [], []
+
+    def work(name, fail=()):
+        with lock:
+            events.append(("start", name))
+            at_once.append(sum(1 if kind == "start" else -1 for kind, _ in events))
+        time.sleep(0.05)
+        with lock:
+            events.append(("end", name))
+        if name in fail:
+            raise RuntimeError(f"building {name} failed")
+        return f"built {name}"
+
+    done = after_parents(order, parent_of, work, threads=3)
+    assert done == {name: f"built {name}" for name in order}
+    for child, parent in parent_of.items():
+        if parent:
+            assert events.index(("end", parent)) < events.index(("start", child)), events
+    assert max(at_once) == 3
+
+    events.clear()
+    with pytest.raises(RuntimeError, match="building base failed"):
+        after_parents(order, parent_of, lambda name: work(name, fail=("base",)), threads=3)
+    assert events == [("start", "base"), ("end", "base")]
