@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -331,7 +332,9 @@ class Builder:
                 outcome = "tagged"
             else:
                 self.out(f"[build] ({index}/{len(order)}) {ref}: building")
+                began = time.monotonic()
                 self._docker_build(ref, context, wanted_hash, name if threads > 1 else None)
+                self.out(f"[build] ({index}/{len(order)}) {ref}: built in {time.monotonic() - began:.0f} s")
                 outcome = "built"
             return outcome, current and (ref, current.id)
 
