@@ -132,24 +132,99 @@ def _pem(obj):
     return obj.public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
 
 
+def lacking(cert, ca):
+    """What Python 3.13's strict verification (ssl.VERIFY_X509_STRICT, on by default
+    from 3.13, trixie's: OpenSSL's X509_V_FLAG_X509_STRICT) needs of `cert` as a CA
+    (`ca`), or as the certificate a server serves, that it lacks: [] when nothing.
+    A CA: version 3, basic constraints CA:TRUE marked critical, key usage keyCertSign
+    and a Subject Key Identifier; any certificate another signed: an Authority Key
+    Identifier."""
+    if cert.version != x509.Version.v3:
+        return ["X.509 version 3 (its extensions)"]
+    extensions = {type(extension.value): extension for extension in cert.extensions}
+    found = []
+    if ca:
+        constraints = extensions.get(x509.BasicConstraints)
+        if constraints is None or not constraints.value.ca:
+            found.append("basic constraints CA:TRUE")
+        elif not constraints.critical:
+            found.append("basic constraints marked critical")
+        usage = extensions.get(x509.KeyUsage)
+        if usage is None or not usage.value.key_cert_sign:
+            found.append("key usage keyCertSign")
+        if x509.SubjectKeyIdentifier not in extensions:
+            found.append("a Subject Key Identifier")
+    if cert.issuer != cert.subject and x509.AuthorityKeyIdentifier not in extensions:
+        found.append("an Authority Key Identifier")
+    return found
+
+
+def _signed_by(folder, ca):
+    """{file name: the names it covers} of the certificates in `folder` (ENDPOINTS')
+    that `ca` signed."""
+    found = {}
+    for endpoint in ENDPOINTS:
+        path = folder / endpoint.pem
+        try:
+            cert = x509.load_pem_x509_certificates(path.read_bytes())[0]
+            cert.verify_directly_issued_by(ca)
+            covered = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        except (OSError, ValueError, TypeError, InvalidSignature, x509.ExtensionNotFound):
+            continue
+        names = [str(entry.value) for entry in covered if isinstance(entry, (x509.DNSName, x509.IPAddress))]
+        if names:
+            found[endpoint.pem] = names
+    return found
+
+
+def _aside(path):
+    """`path` renamed to path.old (path.old.2, .3... when that is taken); the new name."""
+    aside, number = path.with_name(path.name + ".old"), 1
+    while aside.exists():
+        number += 1
+        aside = path.with_name(f"{path.name}.old.{number}")
+    path.rename(aside)
+    return aside
+
+
 def make(folder, wanted, days=365, out=print):
     """The private CA (kept once made) and, for each {file name: names} of `wanted`,
     that certificate signed by it (chain and key in one file), in `folder`; every
-    file mode 0600."""
+    file mode 0600. A CA that lacks what Python 3.13's strict verification needs
+    (lacking: one made before the key identifiers) is made again, the old one kept
+    beside it (ca/root.crt.old, its key private/root.key.old), and every certificate
+    here that it signed is signed again for the names it covered, with `wanted`: no
+    certificate is signed by a CA the deploy refuses. A CA here without its key is
+    made again too, the old one kept the same way."""
     folder = Path(folder)
-    (folder / CA_CERT).parent.mkdir(parents=True, exist_ok=True)
-    (folder / CA_KEY).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if (folder / CA_CERT).exists() and (folder / CA_KEY).exists():
-        ca_cert = x509.load_pem_x509_certificate((folder / CA_CERT).read_bytes())
-        ca_key = serialization.load_pem_private_key((folder / CA_KEY).read_bytes(), password=None)
-        out(f"{folder / CA_CERT}: kept (valid until {ca_cert.not_valid_after_utc:%Y-%m-%d})")
-    else:
+    ca_path, key_path = folder / CA_CERT, folder / CA_KEY
+    ca_path.parent.mkdir(parents=True, exist_ok=True)
+    key_path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ca_cert = old = None
+    if ca_path.exists() and key_path.exists():
+        ca_cert = x509.load_pem_x509_certificate(ca_path.read_bytes())
+        ca_key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)
+        lacked = lacking(ca_cert, ca=True)
+        if lacked:
+            old, ca_cert = ca_cert, None
+        else:
+            out(f"{ca_path}: kept (valid until {ca_cert.not_valid_after_utc:%Y-%m-%d})")
+    if ca_cert is None:
         ca_key = _new_key()
         ca_cert = _certificate("kolla-salt private CA", "kolla-salt private CA", ca_key.public_key(), ca_key,
                                days * 10, ca=True)
-        write_private(folder / CA_KEY, _pem(ca_key))
-        write_private(folder / CA_CERT, _pem(ca_cert))
-        out(f"{folder / CA_CERT}: made, the CA clients trust (its key: {folder / CA_KEY})")
+        if old is None:
+            said = f"made, the CA clients trust (its key: {key_path})"
+            if ca_path.exists():   # one brought without its key: set aside too, not replaced unsaid
+                said += f"; the one here without its key is {_aside(ca_path).name}"
+        else:   # every certificate here it signed, signed again (with `wanted`, as asked)
+            wanted = {**_signed_by(folder, old), **wanted}
+            old_cert, old_key = _aside(ca_path), _aside(key_path)
+            said = (f"made again (it lacked {', '.join(lacked)}, which Python 3.13 requires); the old one is "
+                    f"{old_cert.name}, its key {old_key.name}: give clients that trusted it this one")
+        write_private(key_path, _pem(ca_key))
+        write_private(ca_path, _pem(ca_cert))
+        out(f"{ca_path}: {said}")
     key_files = {endpoint.pem: endpoint.key_file for endpoint in ENDPOINTS if endpoint.key_file}
     for pem, names in wanted.items():
         key = _new_key()
@@ -165,8 +240,8 @@ def make(folder, wanted, days=365, out=print):
 def check(folder, endpoint, names, now=None):
     """(the text of `endpoint`'s PEM file, its certificate's expiry) once it holds a
     certificate and its key, the key matches, the certificate covers `names`, is valid
-    now, and ca/root.crt (when there) signed it; ValidationError naming the file
-    otherwise."""
+    now, and ca/root.crt (when there) signed it, and neither lacks what Python 3.13's
+    strict verification needs (lacking); ValidationError naming the file otherwise."""
     path = Path(folder) / endpoint.pem
     fix = "`kolla-salt certificates` makes one"
     paths = [Path(folder) / name for name in endpoint.files]
@@ -195,9 +270,18 @@ def check(folder, endpoint, names, now=None):
     missing = [n for n, entry in zip(names, _names(names)) if entry not in covered]
     if missing:
         problems.append(f"{path}: does not cover {', '.join(missing)} ({', '.join(endpoint.names)}): {fix}")
+    strict = "which Python 3.13's strict TLS verification (trixie's images) requires"
+    lacked = lacking(cert, ca=False)
+    if lacked:
+        problems.append(f"{path}: lacks {', '.join(lacked)}, {strict}: {fix}")
     ca_path = Path(folder) / CA_CERT
     if ca_path.is_file():
         ca = x509.load_pem_x509_certificate(ca_path.read_bytes())
+        lacked = lacking(ca, ca=True)
+        if lacked:
+            problems.append(f"{ca_path}: lacks {', '.join(lacked)}, {strict} of a CA: `kolla-salt certificates "
+                            f"--renew` makes a new CA (this one kept as {ca_path.name}.old) and signs again the "
+                            f"certificates it signed")
         try:
             cert.verify_directly_issued_by(ca)
         except (InvalidSignature, ValueError, TypeError) as error:

@@ -243,3 +243,171 @@ def test_through_a_master_the_backend_certificate_covers_every_hosts_api_address
     assert [str(ip) for ip in covered.get_values_for_type(x509.IPAddress)] == ["198.18.0.11", "198.18.0.12"]
     for address in ("198.18.0.11", "198.18.0.12"):
         certificates.check(tmp_path / "certificates", certificates.BACKEND, [address])
+
+
+def old_style(folder, wanted):
+    """The CA and certificates `kolla-salt certificates` made before the key
+    identifiers and key usage (basic constraints only): what Python 3.13's strict
+    verification refuses."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    def signed(subject, public_key, signing_key, ca, names=()):
+        now = datetime.datetime.now(datetime.timezone.utc)
+        builder = (x509.CertificateBuilder()
+                   .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kolla-salt private CA")]))
+                   .public_key(public_key).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(minutes=5))
+                   .not_valid_after(now + datetime.timedelta(days=30))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True))
+        if names:
+            builder = (builder.add_extension(x509.SubjectAlternativeName(certificates._names(names)), critical=False)
+                       .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False))
+        return builder.sign(signing_key, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = signed("kolla-salt private CA", ca_key.public_key(), ca_key, ca=True)
+    (folder / "ca").mkdir(parents=True)
+    (folder / "private").mkdir()
+    (folder / certificates.CA_CERT).write_text(certificates._pem(ca))
+    (folder / certificates.CA_KEY).write_text(certificates._pem(ca_key))
+    for pem, names in wanted.items():
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = certificates._pem(signed(names[0], key.public_key(), ca_key, ca=False, names=names))
+        if pem == certificates.BACKEND.pem:
+            (folder / pem).write_text(cert + certificates._pem(ca))
+            (folder / certificates.BACKEND.key_file).write_text(certificates._pem(key))
+        else:
+            (folder / pem).write_text(cert + certificates._pem(ca) + certificates._pem(key))
+    for path in folder.rglob("*"):
+        if path.is_file():
+            path.chmod(0o600)      # as kolla-salt wrote them
+    return folder
+
+
+def handshake(ca, pem, hostname, strict=True):
+    """A TLS handshake in memory: a server serving `pem` (chain and key), a client
+    trusting the CA `ca` (PEM text) that checks `hostname`, with VERIFY_X509_STRICT
+    (Python 3.13's default) unless not `strict`; SSLCertVerificationError when the
+    client refuses the chain."""
+    import ssl
+
+    client = ssl.create_default_context(cadata=ca)
+    if strict:
+        client.verify_flags |= ssl.VERIFY_X509_STRICT
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(pem)
+    to_server, to_client = ssl.MemoryBIO(), ssl.MemoryBIO()
+    ends = [(client.wrap_bio(to_client, to_server, server_hostname=hostname), to_server),
+            (server.wrap_bio(to_server, to_client, server_side=True), to_client)]
+    done = set()
+    for _ in range(10):
+        for side, (end, _) in enumerate(ends):
+            if side not in done:
+                try:
+                    end.do_handshake()
+                    done.add(side)
+                except ssl.SSLWantReadError:
+                    pass
+        if len(done) == 2:
+            return ends[0][0].getpeercert()
+    raise AssertionError("no handshake")
+
+
+def test_a_ca_made_before_the_key_identifiers_is_refused_and_renew_makes_a_new_one_keeping_the_old(tmp_path):
+    """A CA without key identifiers and key usage (made by an older kolla-salt) fails
+    Python 3.13's strict verification: the deploy refuses it, naming the file, before
+    anything changes; `kolla-salt certificates --renew` makes a new CA, keeps the old
+    one as ca/root.crt.old, and signs again every certificate the old one signed."""
+    import ssl
+    from argparse import Namespace
+
+    from kolla_salt.cli.prepare import cmd_certificates
+
+    folder = old_style(tmp_path / "certificates", {certificates.EXTERNAL.pem: NAMES,
+                                                   certificates.BACKEND.pem: ["127.0.0.1"]})
+    ca_path, pem = folder / certificates.CA_CERT, folder / certificates.EXTERNAL.pem
+    old_ca, old_key, old_backend = (ca_path.read_text(), (folder / certificates.CA_KEY).read_text(),
+                                    (folder / certificates.BACKEND.pem).read_text())
+    handshake(old_ca, pem, NAMES[0], strict=False)             # Python 3.11's default verifies it...
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(old_ca, pem, NAMES[0])                       # ...3.13's does not
+    assert certificates.lacking(x509_of(ca_path), ca=True) == [
+        "key usage keyCertSign", "a Subject Key Identifier"]
+    assert certificates.lacking(x509_of(pem), ca=False) == ["an Authority Key Identifier"]
+    said = problems(folder)
+    assert (f"{ca_path}: lacks key usage keyCertSign, a Subject Key Identifier, which Python 3.13's strict TLS "
+            f"verification (trixie's images) requires of a CA: `kolla-salt certificates --renew` makes a new CA "
+            f"(this one kept as root.crt.old)") in said
+    assert f"{pem}: lacks an Authority Key Identifier" in said
+    with pytest.raises(ValidationError) as error:              # the deploy's pillar: refused, nothing changed
+        pillar(tmp_path, TLS)
+    assert f"{ca_path}: lacks key usage keyCertSign" in "\n".join(error.value.problems)
+    assert ca_path.read_text() == old_ca and not (folder / "ca" / "root.crt.old").exists()
+
+    said = []
+    certificates.make(folder, {certificates.EXTERNAL.pem: NAMES}, 30, out=said.append)
+    assert said[0] == (f"{ca_path}: made again (it lacked key usage keyCertSign, a Subject Key Identifier, which "
+                       f"Python 3.13 requires); the old one is root.crt.old, its key root.key.old: give clients "
+                       f"that trusted it this one")
+    assert len(said) == 3       # the CA, then both certificates it had signed
+    assert (folder / "ca" / "root.crt.old").read_text() == old_ca
+    assert (folder / "private" / "root.key.old").read_text() == old_key
+    for path in (ca_path, folder / certificates.CA_KEY, folder / "ca" / "root.crt.old",
+                 folder / "private" / "root.key.old"):
+        assert path.stat().st_mode & 0o777 == 0o600, path
+    new_ca = ca_path.read_text()
+    assert new_ca != old_ca and certificates.lacking(x509_of(ca_path), ca=True) == []
+    certificates.check(folder, certificates.EXTERNAL, NAMES)
+    assert handshake(new_ca, pem, NAMES[0])["subject"] == ((("commonName", NAMES[0]),),)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        handshake(old_ca, pem, NAMES[0], strict=False)         # signed by the new CA only
+    # The backend certificate, not asked for, was the old CA's: signed again for its address.
+    assert (folder / certificates.BACKEND.pem).read_text() != old_backend
+    certificates.check(folder, certificates.BACKEND, ["127.0.0.1"])
+    backend = folder / "backend.pem"
+    backend.write_text((folder / certificates.BACKEND.pem).read_text()
+                       + (folder / certificates.BACKEND.key_file).read_text())
+    handshake(new_ca, backend, "127.0.0.1")
+    # Once made again, kept: the next `certificates` keeps it, nothing more is set aside.
+    said = []
+    certificates.make(folder, {certificates.EXTERNAL.pem: NAMES}, 30, out=said.append)
+    assert said[0].startswith(f"{ca_path}: kept") and len(said) == 2
+    assert ca_path.read_text() == new_ca and not (folder / "ca" / "root.crt.old.2").exists()
+
+    # The command, `kolla-salt certificates --renew`, on an old CA whose certificates are still
+    # valid; without --renew as well, since the deploy refuses them.
+    for renew in (True, False):
+        shutil.rmtree(folder)
+        old_style(folder, {certificates.EXTERNAL.pem: NAMES})
+        old_ca = ca_path.read_text()
+        assert cmd_certificates(Namespace(master=None, config_dir=str(tmp_path), days=30, renew=renew)) == 0
+        assert (folder / "ca" / "root.crt.old").read_text() == old_ca
+        certificates.check(folder, certificates.EXTERNAL, NAMES)
+        handshake(ca_path.read_text(), pem, NAMES[0])
+
+
+def x509_of(path):
+    from cryptography import x509
+    return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def test_a_ca_that_has_them_is_kept_and_an_operators_self_signed_certificate_needs_no_authority_key_id(tmp_path):
+    made(tmp_path)
+    ca = tmp_path / certificates.CA_CERT
+    assert certificates.lacking(x509_of(ca), ca=True) == []
+    assert certificates.lacking(x509_of(tmp_path / certificates.EXTERNAL.pem), ca=False) == []
+    assert certificates.lacking(x509_of(ca), ca=False) == []   # self-signed: no issuer to identify
+    leaf = x509_of(tmp_path / certificates.EXTERNAL.pem)
+    assert "basic constraints CA:TRUE" in certificates.lacking(leaf, ca=True)
+    # A CA here without its key: made again, the one here kept aside, not overwritten.
+    (tmp_path / certificates.CA_KEY).unlink()
+    brought = ca.read_text()
+    said = []
+    certificates.make(tmp_path, {certificates.EXTERNAL.pem: NAMES}, 30, out=said.append)
+    assert said[0].endswith("; the one here without its key is root.crt.old")
+    assert (tmp_path / "ca" / "root.crt.old").read_text() == brought
+    certificates.check(tmp_path, certificates.EXTERNAL, NAMES)
