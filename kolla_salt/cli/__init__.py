@@ -6,9 +6,9 @@ import sys
 
 from .. import paths
 from ..errors import KollaError, ValidationError
+from ..roads.master import FOLLOW_PAUSE
 from .converge import cmd_deploy, cmd_rotate_keys, cmd_upgrade
 from .database import cmd_mariadb_backup, cmd_mariadb_recovery, cmd_mariadb_restore
-from ..roads.master import FOLLOW_PAUSE
 from .operate import cmd_destroy, cmd_history, cmd_logs, cmd_rollback, cmd_status, cmd_stop, cmd_unpin
 from .prepare import cmd_build, cmd_certificates, cmd_compute, cmd_genpwd, cmd_init_runonce, cmd_lab, cmd_releases
 from .prepare import cmd_settings, cmd_validate

@@ -73,14 +73,15 @@ def salt_call(config_dir, state_dir, args, secrets=(), said=None):
 class Here(Road):
     """This host as a master of one: the execution functions a master calls on its
     minions (kolla_container's), called here with salt-call --local, the pillar
-    compiled by Salt as on a minion, every answer keyed None (no host to name). Its
-    settings and secrets are read when first needed: a command that asks this host
-    nothing (validate, genpwd) must not need them valid."""
+    compiled by Salt as on a minion, every answer keyed None (no host to name). The
+    operator's files are read when needed: a command that asks this host nothing
+    (validate, genpwd) must not need them valid, and one that declares (an upgrade)
+    goes on with its new declaration."""
 
     def __init__(self, config_dir):
         self.config_dir = config_dir
 
-    @functools.cached_property
+    @property
     def settings(self):
         from ..declaration.settings import load_settings
         return load_settings(self.config_dir)
@@ -196,8 +197,9 @@ class Here(Road):
         from ..containers.manager import ContainerManager
         from ..containers.spec import named
         from ..private import redacted_lines
-        container = named(name, self.settings["container_name_prefix"],
-                          ContainerManager.from_settings(self.settings, client=docker.from_env(timeout=600)).get)[1]
+        settings = self.settings
+        container = named(name, settings["container_name_prefix"],
+                          ContainerManager.from_settings(settings, client=docker.from_env(timeout=600)).get)[1]
         if container is None:
             raise KollaError(f"logs: no container named {name}")
         for line in redacted_lines(container.logs(stream=True, follow=True, tail=tail if tail is not None else "all"),
@@ -264,9 +266,8 @@ class Here(Road):
         restored containers to watch): this host's health loop watches them, or is
         stopped when it has nothing to do, as the declaration says now (a release
         rollback declares after this road was made). `hosts`: a master's."""
-        from ..declaration.settings import load_settings
         from ..healing import healthloop
-        settings = load_settings(self.config_dir)
+        settings = self.settings
         schedule = healthloop.backup_schedule(settings, self.config_dir)
         if not settings["enable_health_loop"] and not schedule:
             if healthloop.stop_health_daemon(settings):
