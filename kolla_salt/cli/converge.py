@@ -58,10 +58,10 @@ def cmd_rotate_keys(args):
 def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=False):
     """A deploy or an upgrade (`command`) of `names` (all when empty) by the road
     (`hosts`, the declaration, and their `facts`, from its preflight; with `predict`
-    the hosts predict first). Each road refuses before anything changes; what every step did on
-    every host is said here, then the road settles (Here: the health loop; a master:
-    the pillars refreshed) and, after a deploy of the service whose settings.yml says
-    `client_files` (keystone), the client files say where it is."""
+    the hosts predict first). Each road refuses before anything changes; what every
+    step did on every host is said here, then the road settles (Here: the health
+    loop; a master: the pillars refreshed) and, after a deploy of the service whose
+    settings.yml says `client_files` (keystone), the client files say where it is."""
     from ..declaration.pins import load_pins
     for pin in load_pins(args.config_dir).describe():
         print(f"[{command}] pins.yml: {pin}")

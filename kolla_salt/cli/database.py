@@ -3,9 +3,9 @@ puts the database back with the containers."""
 import json
 import time
 
+from ..declaration.tree import all_services
 from ..errors import KollaError, ValidationError
 from ..roads.statereturns import on_host, summarise
-from ..declaration.tree import all_services
 from .common import _confirmed, _host_name, _one_host, _refusal_of, _release, _settings
 from .converge import _converge
 from .declaring import _declaring
