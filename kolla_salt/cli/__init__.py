@@ -6,9 +6,10 @@ import sys
 
 from .. import paths
 from ..errors import KollaError, ValidationError
+from ..roads.master import FOLLOW_PAUSE
 from .converge import cmd_deploy, cmd_rotate_keys, cmd_upgrade
 from .database import cmd_mariadb_backup, cmd_mariadb_recovery, cmd_mariadb_restore
-from .operate import FOLLOW_PAUSE, cmd_destroy, cmd_history, cmd_logs, cmd_rollback, cmd_status, cmd_stop, cmd_unpin
+from .operate import cmd_destroy, cmd_history, cmd_logs, cmd_rollback, cmd_status, cmd_stop, cmd_unpin
 from .prepare import cmd_build, cmd_certificates, cmd_compute, cmd_genpwd, cmd_init_runonce, cmd_lab, cmd_releases
 from .prepare import cmd_settings, cmd_validate
 
@@ -25,7 +26,7 @@ def build_parser():
                         help="operator folder with globals.yml, passwords.yml, config/ "
                              "(default: $KOLLA_SALT_CONFIG_DIR or /etc/kolla-salt)")
     through = parser.add_mutually_exclusive_group()
-    through.add_argument("--master", metavar="DIR",
+    through.add_argument("--master", metavar="DIR", dest="master_dir",
                          help="act on every host through the salt-master whose config folder is DIR "
                               f"({', '.join(THROUGH_MASTER)}; logs and rollback take HOST:CONTAINER); "
                               "the operator folder is its kolla_config_dir")
@@ -153,18 +154,19 @@ THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs",
                   "destroy", "mariadb-recovery", "mariadb-backup", "mariadb-restore", "rotate-keys", "certificates")
 
 
-def _through_master(args):
-    """--master DIR / --lab NAME: args.master is the Master (else None) and the operator
-    folder is the master's."""
+def _choose_road(args):
+    """The one place the road is chosen: args.road is a Master for --master DIR / --lab
+    NAME, else this host as a master of one (Here); the operator folder is the road's.
+    Every command then goes by args.road alone (kolla_salt.roads.road.Road)."""
     from ..lab.namespaces import Lab
     from ..roads.master import Master
-    chosen = args.master or args.lab
-    if chosen and args.command not in THROUGH_MASTER:
-        raise ValidationError([f"{'--master' if args.master else '--lab'}: `{args.command}` runs on a host "
+    from ..roads.saltcall import Here
+    if (args.master_dir or args.lab) and args.command not in THROUGH_MASTER:
+        raise ValidationError([f"{'--master' if args.master_dir else '--lab'}: `{args.command}` runs on a host "
                                f"itself (through a master: {', '.join(THROUGH_MASTER)})"])
-    args.master = (Master(args.master) if args.master else Lab(args.lab).master() if args.lab else None)
-    if args.master:
-        args.config_dir = str(args.master.operator_folder())
+    args.road = (Master(args.master_dir) if args.master_dir else Lab(args.lab).master() if args.lab
+                 else Here(args.config_dir))
+    args.config_dir = str(args.road.operator_folder())
 
 
 class _QuietWhenClosed:
@@ -197,7 +199,7 @@ def main(argv=None):
     sys.stdout = _QuietWhenClosed(sys.stdout)
     args = build_parser().parse_args(argv)
     try:
-        _through_master(args)
+        _choose_road(args)
         return args.func(args) or 0
     except ValidationError as error:
         print("error: invalid input, nothing was changed:", file=sys.stderr)

@@ -3,27 +3,19 @@ puts the database back with the containers."""
 import json
 import time
 
+from ..declaration.tree import all_services
 from ..errors import KollaError, ValidationError
 from ..roads.statereturns import on_host, summarise
-from .common import _check_images, _confirmed, _host_facts, _host_name, _one_host, _refusal_of, _release, _road
-from .common import _settings
-from .converge import _all_services, _check_through_master, _converge
-from .declaring import _declaring, _validate_declaration
+from .common import _confirmed, _host_name, _one_host, _refusal_of, _release, _settings
+from .converge import _converge
+from .declaring import _declaring
 
 
 def cmd_mariadb_recovery(args):
     """Brings a Galera cluster back after every member stopped: finds the member with
     the highest committed position, bootstraps from it, rejoins the others one at a
     time (salt/_runners/kolla_galera.py)."""
-    if not args.master:
-        raise ValidationError(["mariadb-recovery: Galera runs on several hosts; give --master DIR or --lab NAME"])
-    members, step = args.master.members("mariadb", args.master.preflight())
-    if len(members) < 2:
-        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on {', '.join(members) or 'no host'}: "
-                               f"a Galera cluster needs at least 2 hosts (roles.mariadb or the control role)"])
-    print(f"[mariadb-recovery] stopping the members on {', '.join(members)}, reading their committed positions",
-          flush=True)
-    ok, result = args.master.run("kolla_galera.recover", target=step["target"])
+    members, ok, result = args.road.galera_recovery()
     result = result if isinstance(result, dict) else {"error": str(result)}
     for host, found in sorted((result.get("positions") or {}).items()):
         print(f"[mariadb-recovery] {host}: " + (f"seqno {found['seqno']} of cluster {found['uuid']}"
@@ -41,20 +33,6 @@ def cmd_mariadb_recovery(args):
     return 0 if failed == 0 else 1
 
 
-def _database_members(args, facts=None):
-    """(the hosts of mariadb, its placement target): through a master its minions, on
-    one host [None] (this host) when mariadb is enabled."""
-    if not args.master:
-        if not _settings(args)["enable_mariadb"]:
-            raise ValidationError([f"{args.config_dir}/globals.yml: mariadb is not deployed on this host "
-                                   f"(enable_mariadb)"])
-        return [None], None
-    members, step = args.master.members("mariadb", facts or args.master.preflight())
-    if not members:
-        raise ValidationError([f"{args.config_dir}/globals.yml: mariadb runs on no host (enable_mariadb, roles)"])
-    return members, step["target"]
-
-
 def cmd_mariadb_backup(args):
     """A backup of the database (kolla_salt.operations.backup), or the list of those kept."""
     from ..operations.backup import backup_directory
@@ -62,7 +40,7 @@ def cmd_mariadb_backup(args):
         raise ValidationError(["--list, --incremental: one or the other"])
     if args.list:
         directory = backup_directory(_settings(args))
-        for host, found in _backups_listed(args, _database_members(args)[0]).items():
+        for host, found in _backups_listed(args, args.road.database_members()[0]).items():
             print(f"backups in {directory}{f' on {host}' if host else ''}: {len(found)}")
             for manifest in found:
                 kind = f"incremental of {manifest['base']}" if manifest["kind"] == "incremental" else "full"
@@ -72,15 +50,16 @@ def cmd_mariadb_backup(args):
         return 0
     # Master.backup: the last Synced member copied by the runner kolla_galera; Here.backup:
     # this host's, through salt-call.
-    manifest = _road(args).backup("asked (kolla-salt mariadb-backup)", args.incremental, _database_members(args)[1])
+    manifest = args.road.backup("asked (kolla-salt mariadb-backup)", args.incremental,
+                                args.road.database_members()[1])
     print(f"[mariadb-backup] {manifest['name']}: restore with `kolla-salt mariadb-restore {manifest['name']}`")
     return 0
 
 
 def _backups_listed(args, members):
     """{host: the manifests of its backups} of the database's hosts `members` ([None]:
-    this host) through _road (kolla_backup.list)."""
-    found = _road(args).returns(members, "kolla_backup.list", timeout=60)
+    this host) (kolla_backup.list)."""
+    found = args.road.returns(members, "kolla_backup.list", timeout=60)
     silent = [h for h in members if not isinstance(found.get(h), list)]
     if silent:
         raise KollaError("mariadb-backup: " + ", ".join(map(_host_name, silent))
@@ -95,13 +74,12 @@ def _restore_checked(args, members, host, name, releases):
     folder's secrets, and the operator agreed, told what the restore forgets while it
     lives on (kolla_backup.forgotten); ValidationError naming the problems, or None if
     not agreed. `members`: the database's hosts."""
-    from ..operations.backup import backup_directory, master_secrets, release_problems, secret_problems
+    from ..operations.backup import release_problems, secret_problems
     manifest = _one_host(args, host, "kolla_backup.find", json.dumps(name))
     if not isinstance(manifest, dict):
         raise ValidationError([f"{on_host(host)}{_refusal_of(manifest)}"])
-    # Through a master the secrets stay beside the operator folder; on one host, beside the backup.
-    secrets = master_secrets(args.config_dir, name).parent if args.master else backup_directory(_settings(args)) / name
-    problems = release_problems(manifest, releases) + secret_problems(manifest, args.config_dir, secrets)
+    problems = release_problems(manifest, releases) + secret_problems(manifest, args.config_dir,
+                                                                      args.road.secrets_folder(name))
     if problems:
         raise ValidationError(problems)
     whose = f"every member ({', '.join(members)})" if host else "this host"
@@ -120,26 +98,22 @@ def _restore_checked(args, members, host, name, releases):
 
 def _restored(args, target, host, name, first=()):
     """A backup of what it replaces, then the restore of backup `name` of `host`
-    through _road (Master.restore, which founds the cluster again from `host`,
-    `target` the members' placement, _database_members; Here.restore): the writers
+    (Master.restore founds the cluster again from `host`, `target` the members'
+    placement, Road.database_members): the writers
     stopped (after the services `first` names) and left stopped, for the deploy that
     follows to start (_deploy_everything). Returns the manifest of the backup of what
     it replaced, or None when it failed (said)."""
-    before = _road(args).backup(f"before restoring {name} (kolla-salt {args.command})", False, target)
-    return before if _road(args).restore(name, args.command, host, target, first) else None
+    before = args.road.backup(f"before restoring {name} (kolla-salt {args.command})", False, target)
+    return before if args.road.restore(name, args.command, host, target, first) else None
 
 
 def _deploy_everything(args, facts, hosts=None, allow_jump=False):
-    """The deploy after a restore: every service of every host (through a master
-    `hosts`, Master.declaration, asked when not given), the writers started again on
-    the restored data. `allow_jump`: why a release change outside the upgrade paths
-    is allowed (a release rollback's), said."""
+    """The deploy after a restore: every service of every host (`hosts`, the
+    declaration, Road.redeclared), the writers started again on the restored data.
+    `allow_jump`: why a release change outside the upgrade paths is allowed (a
+    release rollback's), said."""
     args.services, args.test, args.allow_release_jump = None, False, allow_jump
-    if args.master:
-        hosts = hosts or args.master.declaration(facts)
-        if allow_jump:
-            _check_through_master(hosts, facts, [], allow_jump)
-    return _converge(args, "deploy", facts, hosts or {}, [])
+    return _converge(args, "deploy", facts, args.road.redeclared(facts, hosts, allow_jump) or {}, [])
 
 
 def cmd_mariadb_restore(args):
@@ -148,8 +122,8 @@ def cmd_mariadb_restore(args):
     datadir, starts them again (docs/operations.md: "Database backups"); through a
     master the cluster is founded again from the member holding it."""
     from ..operations.backup import host_releases
-    facts = _host_facts(args, declared=True)   # the deploy after the restore through a master reads it
-    members, target = _database_members(args, facts)
+    facts = args.road.preflight(declared=True)   # the deploy after the restore through a master reads it
+    members, target = args.road.database_members(facts)
     kept = _backups_listed(args, members)
     # One host's kolla_backup.find says why a backup it does not list is not whole.
     host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])),
@@ -179,8 +153,8 @@ def _rollback_release(args):
     (openstack_release): killed half way, the same command completes it."""
     from ..operations.backup import host_releases, release_problems, taken_at
     _release(args.release)
-    facts = _host_facts(args)
-    members, target = _database_members(args, facts)
+    facts = args.road.preflight()
+    members, target = args.road.database_members(facts)
     running = host_releases(facts)
     _newer_than(running, args.release)
     back = {key: args.release for key in running}
@@ -199,18 +173,15 @@ def _rollback_release(args):
 
     def check():
         """The whole declaration validates before the database goes back: every host's
-        pillar. On one host it is kept for what stops first, and the images of the
-        release gone back to must be here (a master's hosts pull theirs)."""
-        compiled = _validate_declaration(args.config_dir, args.master)
-        if args.master:
-            return hosts.update(args.master.declaration(facts))
-        hosts[None] = {"services": compiled["kolla"]["services"]}
-        _check_images(hosts[None]["services"])
-    with _declaring(args.config_dir, check) as (user_globals, pins):
+        pillar, kept for what stops first; the images of the release gone back to must
+        be where the hosts take them from."""
+        hosts.update(args.road.declaration(facts))
+        args.road.check_images(hosts)
+    with _declaring(args, check) as (user_globals, pins):
         user_globals["openstack_release"] = args.release
         pins.services.clear()
         pins.containers.clear()
-    first = _stopped_first(args, _all_services(hosts), _settings(args),
+    first = _stopped_first(args, all_services(hosts), _settings(args),
                            {key.split(":", 1)[-1]: release for key, release in running.items()})
     before = _restored(args, target, host, name, first)
     if before is None:

@@ -1,7 +1,6 @@
 """The declared state (globals.yml, pins.yml): changed by a command only as a whole,
 put back when the new declaration is refused."""
 import contextlib
-import socket
 from pathlib import Path
 
 import yaml
@@ -31,24 +30,15 @@ def _undeclared(config_dir, files):
         print(f"[declared] {', '.join(map(str, changed))}: taken back, as before this command")
 
 
-def _validate_declaration(config_dir, master=None):
-    """The declaration validates: through a master where its services run
-    (kolla_salt.declaration.roles.placement), on one host its pillar (returned)."""
-    from ..declaration.inventory import build_pillar
-    from ..declaration.roles import placement
-    if master:
-        return placement(config_dir)
-    return build_pillar(config_dir, minion_id=socket.gethostname())
-
-
 @contextlib.contextmanager
-def _declaring(config_dir, check=None, master=None):
+def _declaring(args, check=None):
     """Changes the declared state: yields (the operator's globals.yml as a dict, the
     Pins) for the body to change, then writes both, printing what changed. If the
-    new declaration does not pass `check()` (by default _validate_declaration), both
+    new declaration does not pass `check()` (by default the road's validate), both
     files are put back and the error raised: a command refused leaves nothing
     changed."""
     from ..declaration.pins import load_pins
+    config_dir = args.config_dir
     path = Path(config_dir) / "globals.yml"
     before = _declaration_files(config_dir)
     user_globals = (safeyaml.load(before[path]) if before[path] else None) or {}
@@ -65,10 +55,7 @@ def _declaring(config_dir, check=None, master=None):
             pins.save()
             for line in pins.describe() or ["(no pins)"]:
                 print(f"[declared] {pins.path}: {line}")
-        if check:
-            check()
-        else:
-            _validate_declaration(config_dir, master)
+        (check or args.road.validate)()
     except BaseException:
         _undeclared(config_dir, before)
         raise
@@ -81,13 +68,13 @@ def _declare_rollback(args, key, target, rollback, facts):
     takes its pin back."""
     import datetime
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    with _declaring(args.config_dir, master=args.master) as (_, pins):
+    with _declaring(args) as (_, pins):
         before = pins.containers.get(key)
         pins.containers[key] = {"generation": target, "why": f"rollback, {when}", **facts}
     try:
         target, new = rollback()
     except KollaError:
-        with _declaring(args.config_dir, master=args.master) as (_, pins):
+        with _declaring(args) as (_, pins):
             if before is None:
                 pins.containers.pop(key)
             else:

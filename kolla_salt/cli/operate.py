@@ -6,8 +6,7 @@ import sys
 from ..declaration.tree import in_set
 from ..errors import KollaError, NoEarlierGeneration, ValidationError
 from ..roads.statereturns import on_host
-from .common import _client, _confirmed, _host_and_container, _on_every_host, _one_host
-from .common import _refusal_of, _road, _settings, _split
+from .common import _client, _confirmed, _on_every_host, _one_host, _refusal_of, _settings, _split
 from .database import _rollback_release
 from .declaring import _declare_rollback, _declaring
 from .prepare import _with_api_addresses
@@ -20,13 +19,13 @@ def cmd_status(args):
     from ..declaration.pins import load_pins
     settings = _settings(args)
     tls, pins = _certificate_status(args, settings), load_pins(args.config_dir)
-    found = _road(args).ask_all("kolla_container.status")
+    found = args.road.ask_all("kolla_container.status")
     hosts = {host: ret for host, ret in found.items() if isinstance(ret, dict) and "containers" in ret}
     silent = {host: f"its Docker engine does not answer ({ret['engine_error']})" if isinstance(ret, dict)
               else ret or "its salt-minion does not answer the master"
               for host, ret in found.items() if host not in hosts}
     said_pins = {"services": pins.services, "containers": pins.containers}
-    if args.master:
+    if None not in found:   # hosts to name: a master's
         if args.format == "json":
             print(json.dumps({"hosts": hosts, "not_answering": silent, "tls_certificates": tls, "pins": said_pins},
                              indent=2))
@@ -71,19 +70,19 @@ def cmd_logs(args):
     """A container's stdout/stderr (docker logs); the service's own log files are
     under <kolla_log_directory>/<service>/ on the host."""
     try:
+        host, name = args.road.container(args.container, "logs")
         if args.follow:
-            return _follow_through_master(args) if args.master else _follow_here(args)
-        _print_logs(args, since=None)
+            return args.road.follow_logs(host, name, args.tail,
+                                         lambda since: _print_logs(args, host, name, since, follow=True))
+        _print_logs(args, host, name, since=None)
     except KeyboardInterrupt:   # how a follow ends, unless its container stops first
         pass
     return 0
 
 
-def _print_logs(args, since, follow=False):
-    """Prints kolla_container.logs of the named container (--tail on the first call,
-    the lines after `since` on the next ones of a follow) through _road; returns its
-    answer."""
-    host, name = _host_and_container(args) if args.master else (None, args.container)
+def _print_logs(args, host, name, since, follow=False):
+    """Prints kolla_container.logs of container `name` on `host` (--tail on the first
+    call, the lines after `since` on the next ones of a follow); returns its answer."""
     found = _one_host(args, host, "kolla_container.logs", name,
                       *([f"tail={args.tail}"] if args.tail is not None and since is None else []),
                       *([f"since={since}"] if since is not None else []), *(["follow=True"] if follow else []))
@@ -94,43 +93,6 @@ def _print_logs(args, since, follow=False):
     sys.stdout.write(found["logs"])
     sys.stdout.flush()
     return found
-
-
-# How often `logs --follow` through a master asks the host for new lines.
-FOLLOW_PAUSE = 2
-
-
-def _follow_through_master(args):
-    """`logs HOST:CONTAINER --follow`: kolla_container.logs asked again every
-    FOLLOW_PAUSE seconds for the lines after the last answer's; ends, as `docker logs
-    --follow` does, when the container no longer runs."""
-    import time
-    found = _print_logs(args, since=None, follow=True)
-    while found["running"]:
-        time.sleep(FOLLOW_PAUSE)
-        found = _print_logs(args, since=found["until"], follow=True)
-    return 0
-
-
-def _follow_here(args):
-    """`logs --follow` on the container's own host: streamed from its engine (polling
-    through salt-call would cost a second of CPU a call), the passwords redacted line
-    by line as kolla_container.logs does."""
-    from ..containers.manager import ContainerManager
-    from ..containers.spec import named
-    from ..declaration.settings import load_passwords
-    from ..private import redacted_lines
-    settings = _settings(args)
-    container = named(args.container, settings["container_name_prefix"],
-                      ContainerManager.from_settings(settings, client=_client()).get)[1]
-    if container is None:
-        raise KollaError(f"logs: no container named {args.container}")
-    for line in redacted_lines(container.logs(stream=True, follow=True,
-                                              tail=args.tail if args.tail is not None else "all"),
-                               load_passwords(args.config_dir).values()):
-        sys.stdout.write(line)
-        sys.stdout.flush()
-    return 0
 
 
 def cmd_history(args):
@@ -172,14 +134,8 @@ def cmd_rollback(args):
     and rollback on its host, through a master (HOST:CONTAINER) or on this one."""
     if args.release:
         return _rollback_release(args)
-    if args.master:
-        if not args.container:
-            raise ValidationError(["rollback: through a master, name one container: HOST:CONTAINER"])
-        host, name = _host_and_container(args)
-        names = [name]
-    else:
-        host = None
-        names = [args.container] if args.container else _set_containers(args)[::-1]   # a set: reverse order
+    host, name = args.road.container(args.container, "rollback")
+    names = [name] if name else _set_containers(args)[::-1]   # a set: reverse order
 
     def asked(function, name):
         found = _one_host(args, host, function, name)
@@ -205,7 +161,7 @@ def cmd_rollback(args):
                 return done["returned_to"], done["generation"]
             _declare_rollback(args, f"{host}:{name}" if host else name, found["generation"], rollback, found["pin"])
     finally:
-        _road(args).settle("rollback")
+        args.road.settle("rollback")
     print("[rollback] pins.yml keeps this at the next deploy; `kolla-salt unpin NAME` lets it follow "
           "globals.yml again")
     return 0
@@ -218,7 +174,7 @@ def cmd_unpin(args):
     from ..declaration.tree import service_order
     prefix = _settings(args)["container_name_prefix"]
     services = {service for _, service in service_order()}
-    with _declaring(args.config_dir, master=args.master) as (_, pins):
+    with _declaring(args) as (_, pins):
         for name in args.names:
             removed = pins.release(name, services, _service_of) or pins.release(prefix + name, services, _service_of)
             if not removed:
@@ -243,7 +199,7 @@ def _service_of(container_name):
 
 def _set_containers(args):
     """Containers of a set (top-level or service) on this host, in tree order."""
-    found = _road(args).ask_all("kolla_container.status")[None].get("containers", [])
+    found = args.road.ask_all("kolla_container.status")[None].get("containers", [])
     rows = [r for r in found if in_set(r["set"], args.set)]
     if not rows:
         raise ValidationError([f"--set: no deployed container belongs to a set named '{args.set}'"])

@@ -102,10 +102,10 @@ def _with_api_addresses(args, settings):
     backend TLS is on: the names its certificate covers (certificates.BACKEND)."""
     if not settings["kolla_enable_tls_backend"]:
         return settings
-    from ..declaration.hostfacts import interface_address, local_interfaces
-    facts = args.master.host_facts() if args.master else {"this host": {"interfaces": local_interfaces()}}
-    return {**settings, "api_interface_address": sorted(interface_address(settings, found["interfaces"])
-                                                        for found in facts.values() if found)}
+    from ..declaration.hostfacts import interface_address
+    return {**settings, "api_interface_address": sorted(interface_address(settings, found)
+                                                        for found in args.road.interfaces().values()
+                                                        if found is not None)}
 
 
 def cmd_validate(args):
@@ -173,7 +173,7 @@ def cmd_build(args):
     print("[build] done: " + ", ".join(f"{n} {outcome}" for outcome, n in counts.items()))
     if args.push:
         _push([image_ref(settings, name) for name in args.images or sorted(result)], builder.client, settings,
-              args.master.netns if args.master else None)
+              args.road.netns)
 
 
 def _push(refs, client, settings, netns):

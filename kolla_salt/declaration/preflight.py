@@ -5,6 +5,7 @@ does not support, and none changes base. kolla.deploy's first state
 (kolla_container.deployable) runs them where the containers are, so one host's
 `deploy` and a master's prediction on each of its hosts check alike, each with its
 own engine and the pillar Salt compiled."""
+from ..errors import ValidationError
 from ..images.build import from_registry
 from .inventory import service_specs
 from .releases import base_move_problems, load_releases, release_path_problems, running_images
@@ -28,6 +29,22 @@ def judged_jumps(jumps, allow_jump):
         said = allow_jump if isinstance(allow_jump, str) else "--allow-release-jump"
         return [], [f"{said}: {jump}" for jump in sorted(set(jumps))]
     return sorted(set(jumps)) + [JUMP_HINT], []
+
+
+def check_release_paths(hosts, allow_jump):
+    """Refuses, before anything changes, a release change OpenStack does not support
+    (kolla_salt.declaration.releases.upgrade_path_problem) unless --allow-release-jump, which is
+    said instead. `hosts`: {host (None: this host): (the services declared there,
+    {container: the release it runs})}: what runs is known by the kolla.release
+    label of its image (facts of a master's minions carry them too)."""
+    releases = load_releases()
+    problems, notes = judged_jumps([problem for host, (services, running) in hosts.items()
+                                    for problem in release_path_problems(releases, services, running, host)],
+                                   allow_jump)
+    for note in notes:
+        print(f"[deploy] {note}")
+    if problems:
+        raise ValidationError(problems)
 
 
 def missing_images(client, services):

@@ -101,5 +101,14 @@ def in_set(set_path, name):
     return set_path == name or set_path.startswith(name + "/") or set_path.endswith("/" + name)
 
 
+def all_services(hosts):
+    """Every host's services (each once, in deploy order) of {host: {"services": its
+    entries}} (a declaration): what a name is checked against and what a release
+    rollback stops first."""
+    order = {service: index for index, (_, service) in enumerate(service_order())}
+    services = {s["name"]: s for declared in hosts.values() for s in declared["services"]}
+    return sorted(services.values(), key=lambda s: order[s["name"]])
+
+
 def service_order():
     return [(top, service) for top, services in load_tree() for service in services]

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import paths, safeyaml
 from ..errors import KollaError, ValidationError
+from .road import Road
 from .statereturns import CHECKS_STATE, first_states, refused, summarise
 
 SALT_BIN = Path(sys.executable).parent
@@ -31,6 +32,8 @@ GATHER_JOB_SECONDS = 30
 ANSWER_SECONDS = 10
 # A deploy's prediction: a host that must pull its images first answers late.
 PREDICT_SECONDS = 300
+# How often `logs --follow` asks the host for new lines.
+FOLLOW_PAUSE = 2
 
 
 def synced_version(folder_of):
@@ -71,7 +74,7 @@ def held_digest(pillar):
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-class Master:
+class Master(Road):
     """A salt-master's config folder (`salt -c`); `netns` runs its clients in the
     network namespace it listens in (the lab's switch)."""
 
@@ -128,6 +131,31 @@ class Master:
             accepted = self.minions()
             return {m: found.result().get(m) for m in accepted}
 
+    def sync_modules(self):
+        self.host_facts()
+
+    def interfaces(self):
+        return {m: found and found["interfaces"] for m, found in self.host_facts().items()}
+
+    def container(self, name, command):
+        """HOST:CONTAINER: a container is held on one host."""
+        if not name:
+            raise ValidationError([f"{command}: through a master, name one container: HOST:CONTAINER"])
+        host, _, container = name.partition(":")
+        if not container or not host:
+            raise ValidationError([f"{command}: through a master, name the host: HOST:CONTAINER (got '{name}')"])
+        return host, container
+
+    def follow_logs(self, host, name, tail, ask):
+        """Asked again every FOLLOW_PAUSE seconds for the lines after the last answer's;
+        ends, as `docker logs --follow` does, when the container no longer runs."""
+        import time
+        found = ask(None)
+        while found["running"]:
+            time.sleep(FOLLOW_PAUSE)
+            found = ask(found["until"])
+        return 0
+
     # -- before anything changes ------------------------------------------------------
     def preflight(self, declared=False):
         """Checks the hosts before a change; returns their facts, with which `declared`
@@ -170,6 +198,26 @@ class Master:
             return [], None
         return placed_on(step["hosts"], sorted(hosts)), step
 
+    def database_members(self, facts=None):
+        members, step = self.members("mariadb", facts or self.preflight())
+        if not members:
+            raise ValidationError([f"{self.operator_folder()}/globals.yml: mariadb runs on no host (enable_mariadb, "
+                                   f"roles)"])
+        return members, step["target"]
+
+    def galera_recovery(self):
+        """The member with the highest committed position bootstraps, the others rejoin
+        one at a time (salt/_runners/kolla_galera.py)."""
+        members, step = self.members("mariadb", self.preflight())
+        if len(members) < 2:
+            raise ValidationError([f"{self.operator_folder()}/globals.yml: mariadb runs on "
+                                   f"{', '.join(members) or 'no host'}: a Galera cluster needs at least 2 hosts "
+                                   f"(roles.mariadb or the control role)"])
+        self.say(f"[mariadb-recovery] stopping the members on {', '.join(members)}, reading their committed "
+                 f"positions")
+        ok, result = self.run("kolla_galera.recover", target=step["target"])
+        return members, ok, result
+
     def check_galera(self, facts, hosts):
         """A deploy that would have to found a Galera cluster from a member that may lack
         committed rows is refused here, before anything changes (kolla_salt.operations.galera.plan;
@@ -206,6 +254,11 @@ class Master:
         sys.stdout.flush()
 
     # -- the database (salt/_runners/kolla_galera.py) -----------------------------------
+    def secrets_folder(self, name):
+        """Beside the operator folder (never through Salt)."""
+        from ..operations.backup import master_secrets
+        return master_secrets(self.operator_folder(), name).parent
+
     def backup(self, why, incremental, target):
         """kolla_galera.backup: the last Synced member of the hosts `target` places
         mariadb on is copied, desynced meanwhile; its manifest with the "host" that
@@ -246,23 +299,35 @@ class Master:
                  f"writers again")
         return True
 
-    def declared(self, hosts):
+    def declared(self, hosts=None):
         """{host: {"services": the entries the CLI reads}} of every host of `hosts` (their
-        names, or their facts) (kolla_salt.declaration.roles.declared_services: from the folders'
-        definitions, no file rendered and no secret read)."""
+        names, or their facts; the accepted minions when not given)
+        (kolla_salt.declaration.roles.declared_services: from the folders' definitions, no
+        file rendered and no secret read)."""
         from ..declaration.pins import load_pins
         from ..declaration.roles import declared_services
         from ..declaration.settings import load_settings
         folder = self.operator_folder()
         settings, pins = load_settings(folder), load_pins(folder)
-        return {host: {"services": declared_services(settings, pins, host)} for host in sorted(hosts)}
+        return {host: {"services": declared_services(settings, pins, host)}
+                for host in sorted(self.minions() if hosts is None else hosts)}
 
-    def declaration(self, facts):
+    def validate(self):
+        """Every service is placed (kolla_salt.declaration.roles.placement); each host's
+        pillar compiles where it runs (declaration)."""
+        from ..declaration.roles import placement
+        return placement(self.operator_folder())
+
+    def declaration(self, facts=None, warnings=None):
         """declared, with what the pillar Salt compiles for each host says of itself
         (kolla_container.declaration, compared with the facts: whether the minion holds
         it, the Galera member's digest): for a command without a prediction to say it.
-        Refused, naming the host, the file and the key, when a host's pillar does not
-        compile. Asked of the hosts unless their facts said it (preflight's `declared`)."""
+        Refused, naming the host, the file and the key, when a service is placed nowhere
+        or a host's pillar does not compile (its Salt says the warnings). Asked of the
+        hosts (after preflight when no `facts`) unless their facts said it
+        (preflight's `declared`)."""
+        facts = self.preflight(declared=True) if facts is None else facts
+        self.validate()
         said = {host: found["declared"] for host, found in facts.items() if "declared" in (found or {})}
         if set(said) != set(facts):
             said = self.returns(sorted(facts), "kolla_container.declaration", timeout=120)
@@ -278,6 +343,42 @@ class Master:
             raise ValidationError(problems)
         return {host: {**declared, **compared(facts[host], said[host])}
                 for host, declared in self.declared(facts).items()}
+
+    def check_images(self, hosts):
+        """Nothing here: the hosts pull their images from docker_registry."""
+
+    def deploying(self, names):
+        """Every host's facts (preflight) and what the declaration places on it, the
+        names checked against the services of some host (in deploy order; [] for all);
+        each host's prediction says what its pillar says of itself."""
+        from ..declaration.preflight import unknown_services
+        from ..declaration.tree import all_services
+        facts = self.preflight()
+        hosts = self.declared(facts)
+        services = all_services(hosts)
+        unknown = unknown_services([s["name"] for s in services], names)
+        if unknown:
+            raise ValidationError(unknown)
+        return facts, hosts, [s["name"] for s in services if s["name"] in names]
+
+    def upgrade_checks(self, old, names, allow_jump, release):
+        """In one Salt round every host's facts (the release each container runs: a jump
+        from the `old` declaration to `release` refused) and its pillar."""
+        from ..declaration.preflight import check_release_paths
+        self.validate()
+        facts = self.preflight(declared=True)
+        check_release_paths(release_paths(old, facts, names, release), allow_jump)
+        return facts, self.declaration(facts), []
+
+    def prepare_images(self, settings, services):
+        """Nothing here: the hosts pull their images from docker_registry."""
+
+    def redeclared(self, facts, hosts, allow_jump):
+        from ..declaration.preflight import check_release_paths
+        hosts = hosts or self.declaration(facts)
+        if allow_jump:
+            check_release_paths(release_paths(hosts, facts, []), allow_jump)
+        return hosts
 
     def host_facts(self, declared=False):
         """{accepted minion: its kolla_container.facts (with `declared`, what its pillar
@@ -393,6 +494,15 @@ WALKS = {"deploy": "a prediction first, then each set where it changes something
                    "healthy, side by side with the sets that do not wait for each other",
          "upgrade": "a prediction first, then set by set and batch by batch where it changes something, each gated "
                     "on the health of the one before"}
+
+
+def release_paths(hosts, facts, names, release=None):
+    """{host: (its services of `names`, all when empty, declared at `release` when
+    given, {container: the release it runs})} of `hosts` (a declaration) and their
+    `facts`, for kolla_salt.declaration.preflight.check_release_paths."""
+    return {host: ([{**s, **({"release": release} if release else {})}
+                    for s in declared["services"] if not names or s["name"] in names], facts[host]["releases"])
+            for host, declared in hosts.items()}
 
 
 def take_what_pillars_said(hosts, facts, predicted):

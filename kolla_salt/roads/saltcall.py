@@ -2,6 +2,7 @@
 minion config generated under the state folder (no /etc/salt needed, nothing
 else on the host is touched)."""
 import contextlib
+import functools
 import json
 import os
 import socket
@@ -12,8 +13,9 @@ from pathlib import Path
 import yaml
 
 from .. import paths
-from ..errors import KollaError
+from ..errors import KollaError, ValidationError
 from ..private import redact
+from .road import Road
 from .statereturns import refused, services_run
 
 LOG_DIR = Path("/var/log/kolla-salt")
@@ -68,17 +70,33 @@ def salt_call(config_dir, state_dir, args, secrets=(), said=None):
     return proc.returncode, data
 
 
-class Here:
+class Here(Road):
     """This host as a master of one: the execution functions a master calls on its
     minions (kolla_container's), called here with salt-call --local, the pillar
-    compiled by Salt as on a minion. So a host action (`stop`, `destroy`, `status`,
-    `logs`) has one road whether it goes to one host or through a master to all:
-    `ask_all`, `returns` and `host_facts` answer as Master's do, keyed None (no host
-    to name), and so do `converge` and `settle` (a deploy's or an upgrade's run)."""
+    compiled by Salt as on a minion, every answer keyed None (no host to name). The
+    operator's files are read when needed: a command that asks this host nothing
+    (validate, genpwd) must not need them valid, and one that declares (an upgrade)
+    goes on with its new declaration."""
 
-    def __init__(self, config_dir, settings, secrets=()):
-        self.config_dir, self.settings, self.secrets = config_dir, settings, list(secrets)
-        self.state_dir = settings["kolla_state_directory"]
+    def __init__(self, config_dir):
+        self.config_dir = config_dir
+
+    @property
+    def settings(self):
+        from ..declaration.settings import load_settings
+        return load_settings(self.config_dir)
+
+    @functools.cached_property
+    def secrets(self):
+        from ..declaration.settings import load_passwords
+        return list(load_passwords(self.config_dir).values())
+
+    @property
+    def state_dir(self):
+        return self.settings["kolla_state_directory"]
+
+    def operator_folder(self):
+        return self.config_dir
 
     def ask_all(self, function, *args, timeout=None):
         """{None: FUNCTION's return}; a failure raises, what Salt said of it on stderr."""
@@ -97,9 +115,113 @@ class Here:
             return {None: f"ERROR: {why or f'salt-call {function} exited with {code}'}"}
         return {None: data}
 
-    def host_facts(self):
-        """{None: this host's kolla_container.facts} (the modules are the checkout's)."""
+    def sync_modules(self):
+        """Nothing to sync: salt-call runs the checkout's modules."""
+
+    def interfaces(self):
+        from ..declaration.hostfacts import local_interfaces
+        return {None: local_interfaces()}
+
+    def container(self, name, command):
+        return None, name
+
+    def preflight(self, declared=False):
+        """{None: this host's kolla_container.facts}: its checks are its run's first states."""
         return self.ask_all("kolla_container.facts")
+
+    def declared(self, hosts=None):
+        from ..declaration.pins import load_pins
+        from ..declaration.roles import declared_services
+        return {None: {"services": declared_services(self.settings, load_pins(self.config_dir),
+                                                      socket.gethostname())}}
+
+    def declaration(self, facts=None, warnings=None):
+        return {None: {"services": self.validate(warnings)["kolla"]["services"]}}
+
+    def validate(self, warnings=None):
+        """This host's pillar, built here (returned)."""
+        from ..declaration.inventory import build_pillar
+        return build_pillar(self.config_dir, minion_id=socket.gethostname(), warnings=warnings)
+
+    def check_images(self, hosts):
+        """The images are built on this host: one missing is refused."""
+        import docker
+
+        from ..declaration.preflight import missing_images
+        missing = missing_images(docker.from_env(timeout=600), hosts[None]["services"])
+        if missing:
+            raise ValidationError(missing)
+
+    def deploying(self, names):
+        """No facts, no declaration: the deploy's salt-call compiles the pillar once and
+        its first states check the names."""
+        return None, {}, names
+
+    def upgrade_checks(self, old, names, allow_jump, release):
+        """The new declaration's `names` on this host; a release jump is refused here,
+        before their images are built (an allowed one the deploy that follows says)."""
+        import docker
+
+        from ..declaration.preflight import check_release_paths
+        from ..declaration.releases import running_releases
+        new = [s for s in self.declared()[None]["services"] if s["name"] in names]
+        if not allow_jump:
+            check_release_paths({None: (new, running_releases(docker.from_env(timeout=600)))}, False)
+        return {}, {}, new
+
+    def prepare_images(self, settings, services):
+        """The images of `services` (declared_services' entries) that their releases need
+        (kolla_salt.images.build), built on this host."""
+        import docker
+
+        from ..declaration.inventory import service_specs
+        from ..declaration.settings import settings_for_release
+        from ..images.build import Builder, image_folder
+        print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
+        for release in sorted({s["release"] for s in services}):
+            images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
+                             for spec in service_specs(s)})
+            Builder(docker.from_env(timeout=600), settings_for_release(settings, release),
+                    out=lambda m: print(m, flush=True)).build(images)
+
+    def redeclared(self, facts, hosts, allow_jump):
+        """As given: the deploy's first states check the pillar and judge the releases."""
+        return hosts
+
+    def follow_logs(self, host, name, tail, ask):
+        """Streamed from this host's engine (polling through salt-call would cost a
+        second of CPU a call), the passwords redacted line by line as
+        kolla_container.logs does."""
+        import docker
+
+        from ..containers.manager import ContainerManager
+        from ..containers.spec import named
+        from ..private import redacted_lines
+        settings = self.settings
+        container = named(name, settings["container_name_prefix"],
+                          ContainerManager.from_settings(settings, client=docker.from_env(timeout=600)).get)[1]
+        if container is None:
+            raise KollaError(f"logs: no container named {name}")
+        for line in redacted_lines(container.logs(stream=True, follow=True, tail=tail if tail is not None else "all"),
+                                   self.secrets):
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        return 0
+
+    def database_members(self, facts=None):
+        """([None], no target) when this host runs mariadb."""
+        if not self.settings["enable_mariadb"]:
+            raise ValidationError([f"{self.config_dir}/globals.yml: mariadb is not deployed on this host "
+                                   f"(enable_mariadb)"])
+        return [None], None
+
+    def galera_recovery(self):
+        raise ValidationError(["mariadb-recovery: Galera runs on several hosts; give --master DIR or --lab NAME"])
+
+    def secrets_folder(self, name):
+        """Beside the backup."""
+        from ..operations.backup import backup_directory
+        return backup_directory(self.settings) / name
 
     def backup(self, why, incremental=False, target=None):
         """A backup of this host's database (kolla_backup.take_here; no `target`: the
@@ -144,9 +266,8 @@ class Here:
         restored containers to watch): this host's health loop watches them, or is
         stopped when it has nothing to do, as the declaration says now (a release
         rollback declares after this road was made). `hosts`: a master's."""
-        from ..declaration.settings import load_settings
         from ..healing import healthloop
-        settings = load_settings(self.config_dir)
+        settings = self.settings
         schedule = healthloop.backup_schedule(settings, self.config_dir)
         if not settings["enable_health_loop"] and not schedule:
             if healthloop.stop_health_daemon(settings):

@@ -229,15 +229,14 @@ def test_through_a_master_the_backend_certificate_covers_every_hosts_api_address
 
     from kolla_salt.cli.prepare import cmd_certificates
 
-    class Master:   # the facts a salt-master's hosts give (kolla_container.facts)
-        def host_facts(self):
-            return {"host1": {"interfaces": {"eth0": ["198.18.0.11"]}},
-                    "host2": {"interfaces": {"eth0": ["198.18.0.12"]}}, "host3": None}
+    class Master:   # the interfaces a salt-master's hosts give (kolla_container.facts)
+        def interfaces(self):
+            return {"host1": {"eth0": ["198.18.0.11"]}, "host2": {"eth0": ["198.18.0.12"]}, "host3": None}
 
     write_secrets(tmp_path)
     (tmp_path / "globals.yml").write_text(yaml.safe_dump({
         "network_interface": "eth0", "kolla_enable_tls_backend": True, "kolla_copy_ca_into_containers": True}))
-    assert cmd_certificates(Namespace(master=Master(), config_dir=str(tmp_path), days=30, renew=False)) == 0
+    assert cmd_certificates(Namespace(road=Master(), config_dir=str(tmp_path), days=30, renew=False)) == 0
     cert = x509.load_pem_x509_certificate((tmp_path / "certificates" / certificates.BACKEND.pem).read_bytes())
     covered = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert [str(ip) for ip in covered.get_values_for_type(x509.IPAddress)] == ["198.18.0.11", "198.18.0.12"]

@@ -26,9 +26,11 @@ def test_a_rollback_a_host_refuses_says_the_hosts_reason(monkeypatch):
 
     from kolla_salt.cli import operate
     from kolla_salt.errors import KollaError
+    from kolla_salt.roads.master import Master
     monkeypatch.setattr(operate, "_one_host", lambda args, host, function, name: "ERROR: memcached: no earlier "
                                                                                  "generation to go back to")
-    args = argparse.Namespace(command="rollback", release=None, master=object(), container="host2:memcached")
+    args = argparse.Namespace(command="rollback", release=None, road=Master("/nonexistent"),
+                              container="host2:memcached")
     with pytest.raises(KollaError) as refusal:
         operate.cmd_rollback(args)
     assert str(refusal.value) == "rollback: host2: memcached: no earlier generation to go back to"
@@ -40,13 +42,12 @@ def test_settle_follows_the_declaration_as_it_is_after_the_command(tmp_path, mon
     not kept running on the settings the road began with)."""
     import yaml
 
-    from kolla_salt.declaration.settings import load_settings
     from kolla_salt.healing import healthloop
     from kolla_salt.roads.saltcall import Here
     globals_file = tmp_path / "globals.yml"
     declared = {"enable_health_loop": True, "kolla_state_directory": str(tmp_path / "state")}
     globals_file.write_text(yaml.safe_dump(declared))
-    road = Here(str(tmp_path), load_settings(str(tmp_path)))
+    road = Here(str(tmp_path))
     globals_file.write_text(yaml.safe_dump({**declared, "enable_health_loop": False}))
     stopped = []
     monkeypatch.setattr(healthloop, "backup_schedule", lambda settings, config_dir: None)

@@ -44,18 +44,18 @@ def service(name, release, *containers, pinned=()):
 
 def test_a_jump_on_any_host_is_refused_naming_that_host():
     """Through a master each host's running releases come from its facts."""
-    from kolla_salt.cli.converge import _check_release_paths
+    from kolla_salt.declaration.preflight import check_release_paths
     from kolla_salt.errors import ValidationError
     hosts = {"host1": ([service("keystone", "2026.1", "keystone")], {"keystone": "2026.1"}),
              "host2": ([service("keystone", "2026.1", "keystone")], {"keystone": "2026.2"}),
              "host3": ([service("keystone", "2026.1", "keystone", pinned=("keystone",))], {"keystone": "2026.2"})}
     with pytest.raises(ValidationError) as error:
-        _check_release_paths(hosts, allow_jump=False)
+        check_release_paths(hosts, allow_jump=False)
     assert error.value.problems[0] == ("host2: keystone: runs 2026.2, declared 2026.1: 2026.2 -> 2026.1 is a "
                                        "downgrade: database schemas only migrate forward (to go back with the "
                                        "data, `kolla-salt rollback --release 2026.1`)")
     assert len(error.value.problems) == 2   # host3's container is held at a generation: not a change
-    _check_release_paths(hosts, allow_jump=True)   # reported, not refused
+    check_release_paths(hosts, allow_jump=True)   # reported, not refused
 
 
 @pytest.mark.parametrize("compute, control, problem", [
