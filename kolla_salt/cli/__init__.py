@@ -151,7 +151,8 @@ def build_parser():
 
 
 THROUGH_MASTER = ("build", "deploy", "reconfigure", "upgrade", "status", "logs", "rollback", "unpin", "stop",
-                  "destroy", "mariadb-recovery", "mariadb-backup", "mariadb-restore", "rotate-keys", "certificates")
+                  "destroy", "mariadb-recovery", "mariadb-backup", "mariadb-restore", "rotate-keys", "certificates",
+                  "init-runonce", "compute")
 
 
 def _choose_road(args):

@@ -206,6 +206,7 @@ def cmd_init_runonce(args):
     import shlex
     from ..operations.clouds import clouds_file_problem
     from ..operations.runonce import client_command, init_runonce, openstack
+    args.road.clients_here()
     problems = []
     try:
         ipaddress.ip_network(args.cidr)
@@ -239,6 +240,7 @@ def cmd_compute(args):
     from ..operations.compute import Compute, connect
     if args.timeout <= 0:
         raise ValidationError([f"--timeout: {args.timeout}: must be a positive number of seconds"])
+    args.road.clients_here()
     compute = Compute(connect(args.config_dir), out=lambda m: print(m, flush=True))
     if args.action == "drain":
         compute.drain(args.host, timeout=args.timeout)

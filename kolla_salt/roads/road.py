@@ -4,12 +4,29 @@ which road it has (tests/unit/test_one_road.py holds it to that). Answers are ke
 host; one host is a master of one, keyed None (no host to name). Where a step has
 nothing to do on one host (its salt-call run checks and declares itself), Here says
 so with an empty answer rather than the CLI skipping the call."""
+import ctypes
+import os
 from abc import ABC, abstractmethod
+
+from ..errors import KollaError
+
+CLONE_NEWNET = 0x40000000
 
 
 class Road(ABC):
     # The network namespace the road's clients run in (the lab's switch), or None.
     netns = None
+
+    def clients_here(self):
+        """Moves this process into `netns`, where the road's clients reach the cloud, so
+        the cloud's client commands (init-runonce, compute) run through a master as
+        on a host: with the operator folder's clouds.yaml. Before any thread starts (a
+        namespace is a thread's), and for good: the command ends in it."""
+        if self.netns:
+            libc = ctypes.CDLL(None, use_errno=True)
+            with open(f"/run/netns/{self.netns}") as namespace:
+                if libc.setns(namespace.fileno(), CLONE_NEWNET) != 0:
+                    raise KollaError(f"network namespace {self.netns}: {os.strerror(ctypes.get_errno())}")
 
     @abstractmethod
     def operator_folder(self):

@@ -1066,7 +1066,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     through the master beside the HA control plane of the tests before (TLS on the VIP).
     Both compute hosts are hypervisors; the userspace datapath took each eth1 address
     onto br-tunnel and each chassis registers it as its Geneve endpoint.
-    `init-runonce`'s guest booted on each host (`--availability-zone nova:HOST`): the
+    `init-runonce` through the master (no login on a host); its guest booted on each host (`--availability-zone nova:HOST`): the
     server on host2 pings the one on host3 (its user data, read from the metadata
     service at 169.254.169.254 with no config drive, names the address) through the
     tunnel. A provider network on the hosts' eth2 and the router's
@@ -1092,9 +1092,8 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
     def run(*args, values=True):   # tests/guest.py's client, in host1's namespace
         return lab_openstack(host1, *args, values=values)
 
-    def kolla_in_host1(*args):   # the cloud's client commands of kolla-salt, where the VIP is
-        return subprocess.run(["ip", "netns", "exec", host1["namespace"], KOLLA, "--config-dir",
-                               cloud["lab"].config_dir(), *args], capture_output=True, text=True, timeout=900)
+    def client_command(*args):   # init-runonce, compute: through the master, no login on a host
+        return subprocess.run([KOLLA, "--lab", NAME, *args], capture_output=True, text=True, timeout=900)
 
     try:
         kolla("build", "--push")
@@ -1122,7 +1121,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
             assert re.search(rf"\bbr-tunnel\s+inet {re.escape(host['tunnel_address'])}/", moved), moved
             assert not re.search(r"\beth1\s+inet ", moved), moved
 
-        made = kolla_in_host1("init-runonce", "--prefix", prefix, "--cidr", "198.18.23.0/24")
+        made = client_command("init-runonce", "--prefix", prefix, "--cidr", "198.18.23.0/24")
         assert made.returncode == 0, made.stdout + made.stderr
         began = time.monotonic()
         target = boot_server(run, prefix, "b", ["--availability-zone", "nova:host3"])
@@ -1215,7 +1214,7 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
 
         # host2 drained while the switch pings its server's floating IP: the server moves
         # to host3 by live migration, its disk with it (block migration: no shared storage).
-        drained, sent, lost, during = pinged_during(lambda: kolla_in_host1("compute", "drain", "host2"))
+        drained, sent, lost, during = pinged_during(lambda: client_command("compute", "drain", "host2"))
         assert drained.returncode == 0, drained.stdout + drained.stderr
         assert "[compute drain] host2: nova-compute disabled" in drained.stdout, drained.stdout
         moved = re.search(rf"\({source['id']}\): on host3 after ([\d.]+) s", drained.stdout)
@@ -1234,11 +1233,11 @@ def test_servers_on_two_compute_hosts_reach_each_other_over_geneve_and_from_outs
         assert " 0% packet loss" in pinged, pinged
         assert nova_compute_status("host2") == "disabled"
         # With host2 drained, host3's servers fit nowhere: refused, naming both, nothing changed.
-        refused = kolla_in_host1("compute", "drain", "host3")
+        refused = client_command("compute", "drain", "host3")
         assert refused.returncode == 2 and "fit on no other compute host (none is enabled and up)" in refused.stderr \
             and source["id"] in refused.stderr and target["id"] in refused.stderr, refused.stderr
         assert nova_compute_status("host3") == "enabled"
-        undrained = kolla_in_host1("compute", "undrain", "host2")
+        undrained = client_command("compute", "undrain", "host2")
         assert undrained.returncode == 0 and "host2: nova-compute enabled (it was disabled: 'kolla-salt compute " \
             "drain')" in undrained.stdout, undrained
         assert nova_compute_status("host2") == "enabled"

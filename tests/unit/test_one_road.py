@@ -62,8 +62,8 @@ def test_the_roads_are_named_only_where_one_is_chosen():
 
 
 def test_the_cli_calls_on_the_road_only_what_road_declares():
-    declared = Road.__abstractmethods__
     attributes = {name for name in vars(Road) if not name.startswith("_")}
+    declared = {name for name in attributes if callable(vars(Road)[name])}   # each road's or Road's own
     found = [f"{name}: {attr}" for name, tree in modules().items() for attr, called in road_uses(tree)
              if attr not in (declared if called else attributes)]
     assert not found, f"the CLI uses on the road what kolla_salt.roads.road.Road does not declare: {found}"
