@@ -888,8 +888,10 @@ def test_heat_creates_updates_and_deletes_a_stack_of_a_network_a_port_and_a_serv
     template.write_text(HEAT_TEMPLATE)
 
     def stack(*args, **parameters):
-        return json.loads(env.openstack("stack", *args, "-t", str(template), "--wait", "-f", "json",
-                                        *(f"--parameter={k}={v}" for k, v in parameters.items()), values=False))
+        """The stack as `--wait` shows it at the end, after the events it printed while it waited."""
+        out = env.openstack("stack", *args, "-t", str(template), "--wait", "-f", "json",
+                            *(f"--parameter={k}={v}" for k, v in parameters.items()), values=False)
+        return json.loads(out[out.index("\n{") + 1:] if not out.startswith("{") else out)
 
     def output(name):
         return env.openstack("stack", "output", "show", "kst-stack", name, "-c", "output_value").strip()
