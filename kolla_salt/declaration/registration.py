@@ -28,6 +28,15 @@ def registration_job(service, block, settings, passwords, host, where):
           user: {name: glance, password: glance_keystone_password,  # a passwords.yml key
                  project: service, roles: [admin]}                  # these two are the defaults
 
+    A folder whose APIs are several keystone services (one user for all) lists them
+    instead of `service` and `endpoints`:
+
+        register:
+          services:
+            - {name: heat, type: orchestration, description: ..., endpoints: {...}}
+            - {name: heat-cfn, type: cloudformation, description: ..., endpoints: {...}}
+          user: {...}
+
     The toolbox's kolla_keystone_register runs it with keystone's admin credentials
     and the user's password in its environment (hashed in labels, never printed).
     It fills the database volume keystone's data lives in, and its spec holds all
@@ -40,31 +49,44 @@ def registration_job(service, block, settings, passwords, host, where):
             problems.append(f"{where}.{path}: required, a non-empty string (got {value!r})")
         return value
 
-    def mapping(key, known):
-        value = block.get(key)
+    def mapping(value, path, known):
         if not isinstance(value, dict):
-            problems.append(f"{where}.{key}: required, a mapping")
+            problems.append(f"{where}.{path}: required, a mapping")
             return {}
         for unknown in sorted(set(value) - set(known)):
-            problems.append(f"{where}.{key}.{unknown}: unknown key (known: {', '.join(known)})")
+            problems.append(f"{where}.{path}.{unknown}: unknown key (known: {', '.join(known)})")
         return value
 
+    def keystone_service(declared, endpoints, path, endpoints_path):
+        """{name, type, description, endpoints} of one declared service."""
+        declared = mapping(declared, path, ("name", "type", "description"))
+        endpoints = mapping(endpoints, endpoints_path, REGISTER_INTERFACES)
+        name, kind = text(declared, "name", f"{path}.name"), text(declared, "type", f"{path}.type")
+        description = declared.get("description", "")
+        if not isinstance(description, str):
+            problems.append(f"{where}.{path}.description: expected a string, got {description!r}")
+        if not endpoints:
+            problems.append(f"{where}.{endpoints_path}: at least one of {', '.join(REGISTER_INTERFACES)}")
+        for interface, url in endpoints.items():
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                problems.append(f"{where}.{endpoints_path}.{interface}: expected an http(s) URL, got {url!r}")
+        return {"name": name, "type": kind, "description": description, "endpoints": dict(sorted(endpoints.items()))}
+
     if not isinstance(block, dict):
-        return {}, [f"{where}: expected a mapping with service, endpoints and user"]
-    for unknown in sorted(set(block) - {"service", "endpoints", "user"}):
-        problems.append(f"{where}.{unknown}: unknown key (known: endpoints, service, user)")
-    declared_service = mapping("service", ("name", "type", "description"))
-    endpoints = mapping("endpoints", REGISTER_INTERFACES)
-    user = mapping("user", ("name", "password", "project", "roles"))
-    name, kind = text(declared_service, "name", "service.name"), text(declared_service, "type", "service.type")
-    description = declared_service.get("description", "")
-    if not isinstance(description, str):
-        problems.append(f"{where}.service.description: expected a string, got {description!r}")
-    if not endpoints:
-        problems.append(f"{where}.endpoints: at least one of {', '.join(REGISTER_INTERFACES)}")
-    for interface, url in endpoints.items():
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            problems.append(f"{where}.endpoints.{interface}: expected an http(s) URL, got {url!r}")
+        return {}, [f"{where}: expected a mapping with service, endpoints and user (or services and user)"]
+    known = ("services", "user") if "services" in block else ("endpoints", "service", "user")
+    for unknown in sorted(set(block) - set(known)):
+        problems.append(f"{where}.{unknown}: unknown key (known: {', '.join(known)})")
+    if "services" not in block:
+        services = [keystone_service(block.get("service"), block.get("endpoints"), "service", "endpoints")]
+    elif isinstance(block["services"], list) and block["services"]:
+        services = [keystone_service({k: v for k, v in entry.items() if k != "endpoints"}, entry.get("endpoints"),
+                                     f"services[{index}]", f"services[{index}].endpoints")
+                    if isinstance(entry, dict) else mapping(entry, f"services[{index}]", ())
+                    for index, entry in enumerate(block["services"])]
+    else:
+        problems.append(f"{where}.services: expected a non-empty list of {{name, type, description, endpoints}}")
+    user = mapping(block.get("user"), "user", ("name", "password", "project", "roles"))
     user_name = text(user, "name", "user.name")
     password_key = text(user, "password", "user.password")
     project = text(user, "project", "user.project", "service")
@@ -81,9 +103,7 @@ def registration_job(service, block, settings, passwords, host, where):
                         "'enable_keystone' is false")
     if problems:
         return {}, problems
-    registration = {"service": {"name": name, "type": kind, "description": description},
-                    "endpoints": dict(sorted(endpoints.items())),
-                    "user": {"name": user_name, "project": project, "roles": roles}}
+    registration = {"services": services, "user": {"name": user_name, "project": project, "roles": roles}}
     environment = {
         "OS_AUTH_URL": keystone_url({**settings, **host}),
         "OS_USERNAME": settings["keystone_admin_user"],

@@ -1,5 +1,5 @@
 """The all-in-one cloud beyond keystone: glance, placement, nova and its compute host
-(nova-compute driving libvirt), neutron with OVN on Open vSwitch, deployed from their service folders, registered with
+(nova-compute driving libvirt), neutron with OVN on Open vSwitch, heat, deployed from their service folders, registered with
 keystone by the shared registration job, behind haproxy on the VIP, and used through
 the real python-openstackclient (with osc-placement); keystone swapped blue/green
 under load without a failed request."""
@@ -38,7 +38,8 @@ pytestmark = [pytest.mark.functional, pytest.mark.cloud]
 SERVICES = ("mariadb", "memcached", "haproxy", "keystone", "glance_api", "placement_api", "nova_api",
             "nova_conductor", "nova_scheduler", "nova_libvirt", "nova_compute", "openvswitch_db",
             "openvswitch_vswitchd", "ovn_nb_db", "ovn_sb_db", "ovn_northd", "ovn_controller", "neutron_server",
-            "neutron_periodic_worker", "neutron_ovn_maintenance_worker", "horizon", "nova_novncproxy")
+            "neutron_periodic_worker", "neutron_ovn_maintenance_worker", "horizon", "nova_novncproxy", "heat_engine",
+            "heat_api", "heat_api_cfn")
 NOVA = {"enable_nova": True, "enable_nova_compute": True, "enable_libvirt": True}
 BRIDGE = "kstcloud-br"   # the integration bridge, a device on this host: the test's own name
 NEUTRON = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True, "enable_neutron": True,
@@ -59,7 +60,7 @@ def cloud(tmp_path_factory, docker_client, built_images):
     env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
     env.cleanup(docker_client)
     env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, enable_horizon=True, **NOVA,
-                      **NEUTRON)
+                      **NEUTRON, enable_heat=True)
     built_images(*service_images(load_settings(env.config_dir)), "guest")   # what it runs, and its servers' guest
     try:   # a failed deploy too leaves nothing running
         started = time.monotonic()
@@ -99,17 +100,23 @@ def registered(env):
     return [d["register"] for _, _, d, _ in enabled_definitions(load_settings(env.config_dir)) if d.get("register")]
 
 
+def keystone_services(register):
+    """The keystone services a register: block declares, each with its endpoints (one
+    folder may declare several: heat's two APIs)."""
+    return register.get("services") or [{**register["service"], "endpoints": register["endpoints"]}]
+
+
 def test_the_catalog_lists_every_registered_service_on_the_vip(cloud):
     catalog = cloud.openstack("catalog", "list", "-c", "Name", "-c", "Type").split("\n")
-    declared = registered(cloud)
-    assert {"image", "placement", "compute"} <= {r["service"]["type"] for r in declared}
-    for register in declared:
-        assert f"{register['service']['name']} {register['service']['type']}" in catalog, catalog
-        rows = cloud.openstack("endpoint", "list", "--service", register["service"]["type"],
+    declared = [service for register in registered(cloud) for service in keystone_services(register)]
+    assert {"image", "placement", "compute", "orchestration", "cloudformation"} <= {s["type"] for s in declared}
+    for service in declared:
+        assert f"{service['name']} {service['type']}" in catalog, catalog
+        rows = cloud.openstack("endpoint", "list", "--service", service["type"],
                                "-c", "Interface", "-c", "URL").split("\n")
         assert sorted(filter(None, rows)) == sorted(f"{interface} {url}" for interface, url
-                                                    in register["endpoints"].items()), rows
-        assert all(url.startswith(f"http://{VIP}:") for url in register["endpoints"].values())
+                                                    in service["endpoints"].items()), rows
+        assert all(url.startswith(f"http://{VIP}:") for url in service["endpoints"].values())
 
 
 def test_each_api_runs_as_many_uwsgi_workers_as_openstack_service_workers_says(cloud, docker_client):
@@ -837,6 +844,88 @@ def test_the_servers_console_opens_in_a_browser_through_the_vip(cloud, server):
     websocket_path = "/" + urllib.parse.parse_qs(address.query)["path"][0]   # /?token=...
     assert websocket_first_message(VIP, address.port, websocket_path).startswith(b"RFB 003.")
     assert not websocket_first_message(VIP, address.port, "/?token=kst-not-a-token")   # refused: closed at once
+
+
+# A stack of a network, its subnet, a port on it and a server on that port (the guest
+# and flavor init-runonce made: the server fixture's).
+HEAT_TEMPLATE = """
+heat_template_version: 2021-04-16
+parameters:
+  server_name: {type: string}
+  network_name: {type: string}
+resources:
+  network:
+    type: OS::Neutron::Net
+    properties: {name: {get_param: network_name}}
+  subnet:
+    type: OS::Neutron::Subnet
+    properties: {network: {get_resource: network}, cidr: 198.18.22.0/24}
+  port:
+    type: OS::Neutron::Port
+    properties: {network: {get_resource: network}, fixed_ips: [{subnet: {get_resource: subnet}}]}
+  server:
+    type: OS::Nova::Server
+    properties:
+      name: {get_param: server_name}
+      image: kst-guest
+      flavor: kst-small
+      networks: [{port: {get_resource: port}}]
+outputs:
+  server_id: {value: {get_resource: server}}
+  network_id: {value: {get_resource: network}}
+"""
+
+
+def test_heat_creates_updates_and_deletes_a_stack_of_a_network_a_port_and_a_server(cloud, docker_client, server,
+                                                                                   tmp_path):
+    """`openstack stack create --wait` of HEAT_TEMPLATE: CREATE_COMPLETE, its server
+    ACTIVE on its port in its network; an update of the server's and the network's
+    names (both changed in place): UPDATE_COMPLETE, the same server renamed; `stack
+    delete --wait`: the stack, its server and its network are gone. heat's containers
+    at rest use what `docker stats` says (printed)."""
+    env = cloud
+    template = tmp_path / "stack.yaml"
+    template.write_text(HEAT_TEMPLATE)
+
+    def stack(*args, **parameters):
+        """The stack as `--wait` shows it at the end, after the events it printed while it waited."""
+        out = env.openstack("stack", *args, "-t", str(template), "--wait", "-f", "json",
+                            *(f"--parameter={k}={v}" for k, v in parameters.items()), values=False)
+        return json.loads(out[out.index("\n{") + 1:] if not out.startswith("{") else out)
+
+    def output(name):
+        return env.openstack("stack", "output", "show", "kst-stack", name, "-c", "output_value").strip()
+
+    for container in ("heat_engine", "heat_api", "heat_api_cfn"):
+        assert docker_verdict(docker_client.containers.get(env.name(container))) == "healthy", container
+    at_rest = subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}",
+                              *(env.name(c) for c in ("heat_engine", "heat_api", "heat_api_cfn"))],
+                             capture_output=True, text=True, timeout=60).stdout
+    print("\nheat's memory at rest:\n" + at_rest.strip())
+    began = time.monotonic()
+    try:
+        created = stack("create", "kst-stack", server_name="kst-heat-server", network_name="kst-heat-net")
+        print(f"stack create (network, subnet, port, server ACTIVE): {time.monotonic() - began:.1f} s")
+        assert created["stack_status"] == "CREATE_COMPLETE", created
+        server_id, network_id = output("server_id"), output("network_id")
+        shown = json.loads(env.openstack("server", "show", server_id, "-f", "json", values=False))
+        assert (shown["name"], shown["status"]) == ("kst-heat-server", "ACTIVE"), shown
+        assert list(shown["addresses"]) == ["kst-heat-net"] and shown["addresses"]["kst-heat-net"][0].startswith(
+            "198.18.22."), shown["addresses"]
+        began = time.monotonic()
+        updated = stack("update", "kst-stack", server_name="kst-heat-renamed", network_name="kst-heat-net2")
+        print(f"stack update (the server and the network renamed): {time.monotonic() - began:.1f} s")
+        assert updated["stack_status"] == "UPDATE_COMPLETE", updated
+        assert output("server_id") == server_id and output("network_id") == network_id   # changed in place
+        assert env.openstack("server", "show", server_id, "-c", "name").strip() == "kst-heat-renamed"
+        assert env.openstack("network", "show", network_id, "-c", "name").strip() == "kst-heat-net2"
+    finally:
+        began = time.monotonic()
+        env.openstack("stack", "delete", "--yes", "--wait", "kst-stack", values=False)
+        print(f"stack delete: {time.monotonic() - began:.1f} s")
+    assert "kst-stack" not in env.openstack("stack", "list", "-c", "Stack Name").split()
+    assert server_id not in env.openstack("server", "list", "-c", "ID").split()
+    assert network_id not in env.openstack("network", "list", "-c", "ID").split()
 
 
 def heard_from_compute_since(env, moment):

@@ -81,7 +81,7 @@ def test_with_tls_haproxy_serves_the_certificate_on_the_external_vip_and_the_cat
     assert haproxy["haproxy.pem"] == (tmp_path / "certificates" / certificates.EXTERNAL.pem).read_text()
     assert kolla["passwords"]["haproxy_external_pem"] == haproxy["haproxy.pem"]   # blanked out of output
     jobs = {j["name"]: j for s in kolla["services"] for j in s["jobs"]}
-    glance = json.loads(jobs["glance_keystone_register"]["environment"]["KOLLA_REGISTRATION"])
+    [glance] = json.loads(jobs["glance_keystone_register"]["environment"]["KOLLA_REGISTRATION"])["services"]
     assert glance["endpoints"] == {"public": "https://cloud.example.test:9292", "internal": "http://127.0.0.10:9292",
                                    "admin": "http://127.0.0.10:9292"}
     assert "https://cloud.example.test:5000/v3" in jobs["keystone_bootstrap"]["command"]
@@ -149,7 +149,7 @@ def test_with_internal_tls_every_service_reaches_the_others_over_https_trusting_
     assert register["environment"]["OS_AUTH_URL"] == "https://127.0.0.10:5000/v3"
     assert register["environment"]["SSL_CERT_FILE"] == f"/var/lib/kolla/config_files/{certificates.CA_FILE_NAME}"
     assert register["config_dir"].endswith("/glance_api")        # where that file is
-    assert json.loads(register["environment"]["KOLLA_REGISTRATION"])["endpoints"] == {
+    assert json.loads(register["environment"]["KOLLA_REGISTRATION"])["services"][0]["endpoints"] == {
         "public": "https://127.0.0.10:9292", "internal": "https://127.0.0.10:9292", "admin": "https://127.0.0.10:9292"}
     # A job in the folder of a container that trusts the CA trusts it; keystone calls no endpoint.
     assert jobs["glance_db_sync"]["environment"]["SSL_CERT_FILE"] == certificates.CA_IN_CONTAINERS

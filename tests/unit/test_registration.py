@@ -39,8 +39,9 @@ def test_the_job_carries_what_the_block_declares_and_credentials_only_in_its_env
     assert (env["OS_USERNAME"], env["OS_PASSWORD"], env["OS_PROJECT_NAME"]) == ("admin", "admin-secret", "admin")
     assert env["KOLLA_SERVICE_PASSWORD"] == "glance-secret"
     registration = json.loads(env["KOLLA_REGISTRATION"])
-    assert registration == {"service": {"name": "glance", "type": "image", "description": "Images"},
-                            "endpoints": {"internal": "http://127.0.0.1:9292", "public": "http://127.0.0.1:9292"},
+    assert registration == {"services": [{"name": "glance", "type": "image", "description": "Images",
+                                          "endpoints": {"internal": "http://127.0.0.1:9292",
+                                                        "public": "http://127.0.0.1:9292"}}],
                             "user": {"name": "glance", "project": "service", "roles": ["admin", "service"]}}
     assert "secret" not in " ".join(job["command"]) + env["KOLLA_REGISTRATION"]
     spec = ContainerSpec.from_dict({**job, "name": "t-glance_keystone_register", "restart_policy": "no"}, "job")
@@ -74,7 +75,34 @@ def test_every_problem_of_a_block_is_named_with_its_file_and_key():
         assert any(p.startswith(expected) for p in problems), (expected, problems)
     _, problems = derive(settings={**SETTINGS, "enable_keystone": False})
     assert problems == [f"{WHERE}: glance registers with keystone, but globals.yml key 'enable_keystone' is false"]
-    assert derive("glance")[1] == [f"{WHERE}: expected a mapping with service, endpoints and user"]
+    assert derive("glance")[1] == [f"{WHERE}: expected a mapping with service, endpoints and user "
+                                   "(or services and user)"]
+
+
+def test_several_services_of_one_folder_register_with_one_user_each_problem_named():
+    """heat's two APIs: two keystone services, each with its endpoints, one user."""
+    cfn = {"name": "heat-cfn", "type": "cloudformation", "endpoints": {"public": "http://127.0.0.1:8000/v1"}}
+    block = {"services": [{"name": "heat", "type": "orchestration", "description": "Orchestration",
+                           "endpoints": {"public": "http://127.0.0.1:8004/v1/%(tenant_id)s"}}, cfn],
+             "user": BLOCK["user"]}
+    job, problems = derive(block)
+    assert problems == []
+    registration = json.loads(job["environment"]["KOLLA_REGISTRATION"])
+    assert registration["services"] == [
+        {"name": "heat", "type": "orchestration", "description": "Orchestration",
+         "endpoints": {"public": "http://127.0.0.1:8004/v1/%(tenant_id)s"}},
+        {**cfn, "description": ""}]
+    assert registration["user"]["name"] == "glance"
+    job, problems = derive({"services": [{**cfn, "endpoints": {"private": "http://x"}}, {"type": "x"}, "heat"],
+                            "service": BLOCK["service"], "user": BLOCK["user"]})
+    assert job is None
+    for expected in (f"{WHERE}.service: unknown key (known: services, user)",
+                     f"{WHERE}.services[0].endpoints.private: unknown key",
+                     f"{WHERE}.services[1].name: required, a non-empty string",
+                     f"{WHERE}.services[2]: required, a mapping"):
+        assert any(p.startswith(expected) for p in problems), (expected, problems)
+    assert derive({"services": [], "user": BLOCK["user"]})[1] == [
+        f"{WHERE}.services: expected a non-empty list of {{name, type, description, endpoints}}"]
 
 
 def write_operator_files(folder, **globals_):
@@ -92,8 +120,9 @@ def test_glance_and_placement_folders_derive_their_registration_jobs(tmp_path):
         job = jobs[f"t-{name}_keystone_register"]
         assert job["image"].startswith("kolla-salt/toolbox:")
         registration = json.loads(job["environment"]["KOLLA_REGISTRATION"])
-        assert registration["service"]["type"] == kind
-        assert set(registration["endpoints"].values()) == {f"http://127.0.0.10:{port}"}   # the VIP
+        [declared] = registration["services"]
+        assert declared["type"] == kind
+        assert set(declared["endpoints"].values()) == {f"http://127.0.0.10:{port}"}   # the VIP
         assert job["environment"]["KOLLA_SERVICE_PASSWORD"] == f"pw-{name}_keystone_password"
         # Registration runs before the API starts (jobs, not post_jobs): its check authenticates as that user.
     # keystone itself declares no registration (keystone-manage bootstrap registers it).
