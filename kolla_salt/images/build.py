@@ -341,9 +341,8 @@ class Builder:
         done = after_parents(order, {name: self.images[name].parent for name in order}, build_one, threads)
         result = {name: outcome for name, (outcome, _) in done.items()}
         # Children first: an old parent is still needed by the old child images.
-        for name in reversed(order):
-            if done[name][1] and remove_if_orphaned(self.client, done[name][1][1]):
-                ref, image_id = done[name][1]
+        for ref, image_id in (done[name][1] for name in reversed(order) if done[name][1]):
+            if remove_if_orphaned(self.client, image_id):
                 self.out(f"[build] removed the image {ref} had before ({image_id[7:19]}): nothing uses it")
         return result
 

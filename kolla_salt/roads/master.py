@@ -326,8 +326,11 @@ class Master(Road):
         or a host's pillar does not compile (its Salt says the warnings). Asked of the
         hosts (after preflight when no `facts`) unless their facts said it
         (preflight's `declared`)."""
-        facts = self.preflight(declared=True) if facts is None else facts
         self.validate()
+        return self._compiled(self.preflight(declared=True) if facts is None else facts)
+
+    def _compiled(self, facts):
+        """declaration's answer once the declaration validated."""
         said = {host: found["declared"] for host, found in facts.items() if "declared" in (found or {})}
         if set(said) != set(facts):
             said = self.returns(sorted(facts), "kolla_container.declaration", timeout=120)
@@ -368,7 +371,7 @@ class Master(Road):
         self.validate()
         facts = self.preflight(declared=True)
         check_release_paths(release_paths(old, facts, names, release), allow_jump)
-        return facts, self.declaration(facts), []
+        return facts, self._compiled(facts), []
 
     def prepare_images(self, settings, services):
         """Nothing here: the hosts pull their images from docker_registry."""

@@ -80,11 +80,21 @@ class Here(Road):
 
     def __init__(self, config_dir):
         self.config_dir = config_dir
+        self._settings_read = None   # (globals.yml's text, the settings read from it)
 
     @property
     def settings(self):
+        """The operator's settings, read again only when globals.yml changed (a command
+        may declare anew, `rollback --release`, before it converges): each reading
+        composes every folder's settings, a sixth of a second."""
         from ..declaration.settings import load_settings
-        return load_settings(self.config_dir)
+        try:   # its text, not its time: two writes within a clock tick look alike
+            version = (Path(self.config_dir) / "globals.yml").read_bytes()
+        except OSError:
+            version = None
+        if self._settings_read is None or self._settings_read[0] != version:
+            self._settings_read = (version, load_settings(self.config_dir))
+        return self._settings_read[1]
 
     @functools.cached_property
     def secrets(self):

@@ -77,3 +77,19 @@ def test_each_road_answers_every_method_with_its_parameters(road):
         wanted = inspect.signature(getattr(Road, name)).parameters
         given = inspect.signature(getattr(road, name)).parameters
         assert set(wanted) <= set(given), f"{road.__name__}.{name}{inspect.signature(getattr(road, name))}"
+
+
+def test_one_host_reads_the_settings_again_only_when_globals_yml_changes(tmp_path, monkeypatch):
+    """Every salt-call of a command asks for the state folder: the settings are composed
+    once, and again after the command declared anew (a release rollback's globals.yml)."""
+    from kolla_salt.declaration import settings as settings_module
+    reads = []
+    real = settings_module.load_settings
+    monkeypatch.setattr(settings_module, "load_settings", lambda folder: reads.append(folder) or real(folder))
+    (tmp_path / "globals.yml").write_text("openstack_release: '2026.1'\n")
+    here = Here(str(tmp_path))
+    assert here.settings["openstack_release"] == here.settings["openstack_release"] == "2026.1"
+    assert len(reads) == 1
+    (tmp_path / "globals.yml").write_text("openstack_release: '2026.2'\n")
+    assert here.settings["openstack_release"] == "2026.2"
+    assert len(reads) == 2
