@@ -96,24 +96,17 @@ def _restore_checked(args, members, host, name, releases):
     return manifest if _confirmed(args) else None
 
 
-def _restored(args, target, host, name, first=()):
-    """A backup of what it replaces, then the restore of backup `name` of `host`
-    (Master.restore founds the cluster again from `host`, `target` the members'
-    placement, Road.database_members): the writers
-    stopped (after the services `first` names) and left stopped, for the deploy that
-    follows to start (_deploy_everything). Returns the manifest of the backup of what
-    it replaced, or None when it failed (said)."""
-    before = args.road.backup(f"before restoring {name} (kolla-salt {args.command})", False, target)
-    return before if args.road.restore(name, args.command, host, target, first) else None
-
-
-def _deploy_everything(args, facts, hosts=None, allow_jump=False):
-    """The deploy after a restore: every service of every host (`hosts`, the
-    declaration, Road.redeclared), the writers started again on the restored data.
-    `allow_jump`: why a release change outside the upgrade paths is allowed (a
-    release rollback's), said."""
+def _restore_and_deploy(args, command, facts, plan, hosts=None, allow_jump=None):
+    """The restore of `plan` ({host, backup, first}: backup `backup` of `host`, the
+    services `first` names stopped before the writers) and the deploy that starts the
+    writers again, as one run: a master's orchestration (kolla.restore,
+    kolla.rollback_release: `command`), one host's deploy (kolla_backup.restored). A
+    backup of what it replaces is taken first. Every host of `hosts` (the declaration,
+    Road.redeclared) deploys; `allow_jump`: why a release change outside the upgrade
+    paths is allowed (a release rollback's), said."""
     args.services, args.test, args.allow_release_jump = None, False, allow_jump
-    return _converge(args, "deploy", facts, args.road.redeclared(facts, hosts, allow_jump) or {}, [])
+    pillar = {"kolla_restore": plan, "kolla_command": f"kolla-salt {args.command}"}
+    return _converge(args, command, facts, args.road.redeclared(facts, hosts, allow_jump) or {}, [], pillar)
 
 
 def cmd_mariadb_restore(args):
@@ -123,7 +116,7 @@ def cmd_mariadb_restore(args):
     master the cluster is founded again from the member holding it."""
     from ..operations.backup import host_releases
     facts = args.road.preflight(declared=True)   # the deploy after the restore through a master reads it
-    members, target = args.road.database_members(facts)
+    members, _ = args.road.database_members(facts)
     kept = _backups_listed(args, members)
     # One host's kolla_backup.find says why a backup it does not list is not whole.
     host = next((h for h in members if any(m["name"] == args.backup for m in kept[h])),
@@ -135,38 +128,27 @@ def cmd_mariadb_restore(args):
     if _restore_checked(args, members, host, args.backup, host_releases(facts)) is None:
         return 1
     started = time.monotonic()
-    before = _restored(args, target, host, args.backup)
-    if before is None:
-        return 1
-    code = _deploy_everything(args, facts)
+    code = _restore_and_deploy(args, "restore", facts, {"host": host, "backup": args.backup, "first": []})
     print(f"[{args.command}] {'the database holds' if code == 0 else 'FAILED to bring back the services on'} backup "
-          f"{args.backup} ({time.monotonic() - started:.0f} s); what it replaced is backup {before['name']}"
-          + (f" of {before['host']}" if before.get("host") else ""))
+          f"{args.backup} ({time.monotonic() - started:.0f} s)")
     return code
 
 
 def _rollback_release(args):
     """rollback --release OLD, after an upgrade from OLD: the database as the newest
     backup taken under OLD holds it (the upgrade took one before its migrations), then
-    every container at OLD; through a master the Galera cluster is founded again from
-    the member holding that backup, and every host deploys. Declared first
+    every container at OLD (kolla_salt.operations.backup.rollback_plan); through a
+    master the Galera cluster is founded again from the member holding that backup,
+    and every host deploys (kolla.rollback_release). Declared first
     (openstack_release): killed half way, the same command completes it."""
-    from ..operations.backup import host_releases, release_problems, taken_at
+    from ..operations.backup import host_releases, rollback_plan
     _release(args.release)
     facts = args.road.preflight()
-    members, target = args.road.database_members(facts)
+    members, _ = args.road.database_members(facts)
     running = host_releases(facts)
-    _newer_than(running, args.release)
-    back = {key: args.release for key in running}
-    kept = _backups_listed(args, members)
-    fitting = sorted(((taken_at(m), h, m["name"]) for h in members for m in kept[h] if not release_problems(m, back)),
-                     key=lambda found: found[0])
-    if not fitting:
-        raise ValidationError([f"--release {args.release}: no backup on {', '.join(map(_host_name, members))} was "
-                               f"taken under {args.release} (an upgrade takes one before its migrations): the "
-                               f"database cannot go back with the containers, so nothing was changed"])
-    _, host, name = fitting[-1]
-    if _restore_checked(args, members, host, name, back) is None:
+    plan = rollback_plan(_backups_listed(args, members), running, args.release,
+                         all_services(args.road.declared(facts)), _settings(args)["container_name_prefix"])
+    if _restore_checked(args, members, plan["host"], plan["backup"], dict.fromkeys(running, args.release)) is None:
         return 1
     started = time.monotonic()
     hosts = {}
@@ -181,39 +163,13 @@ def _rollback_release(args):
         user_globals["openstack_release"] = args.release
         pins.services.clear()
         pins.containers.clear()
-    first = _stopped_first(args, all_services(hosts), _settings(args),
-                           {key.split(":", 1)[-1]: release for key, release in running.items()})
-    before = _restored(args, target, host, name, first)
-    if before is None:
-        return 1
-    code = _deploy_everything(args, facts, hosts, allow_jump=f"the database went back to backup {name}")
+    if plan["first"]:
+        print(f"[rollback] {', '.join(reversed(plan['first']))} stop first, then the services that write to the "
+              f"database (the reverse of the upgrade's order); they start again at {args.release} once the database "
+              f"is back", flush=True)
+    code = _restore_and_deploy(args, "rollback_release", facts, plan, hosts,
+                               allow_jump=f"the database went back to backup {plan['backup']}")
+    where = f" of {plan['host']}" if plan["host"] else ""
     print(f"[rollback] {'the cloud runs' if code == 0 else 'FAILED to bring back'} {args.release} with the database "
-          f"of backup {name}{f' of {host}' if host else ''} ({time.monotonic() - started:.0f} s); what it replaced "
-          f"is backup {before['name']}" + (f" of {before['host']}" if before.get("host") else ""))
+          f"of backup {plan['backup']}{where} ({time.monotonic() - started:.0f} s)")
     return code
-
-
-def _stopped_first(args, services, settings, running):
-    """rollback --release: the services that stop before the writers
-    (kolla_salt.operations.backup.back_first; `running`: {container: its release}), said. The
-    deploy after the restore starts them at the older release, after the services
-    they talk to."""
-    from ..operations.backup import back_first
-    first = back_first(services, settings["container_name_prefix"],
-                       {name for name, release in running.items() if release != args.release})
-    if first:
-        print(f"[rollback] {', '.join(reversed(first))} stop first, then the services that write to the database "
-              f"(the reverse of the upgrade's order); they start again at {args.release} once the database is "
-              f"back", flush=True)
-    return first
-
-
-def _newer_than(running, release):
-    """Refused when nothing of `running` ({container: release}) is newer than `release`
-    (`rollback --release` goes back after an upgrade)."""
-    from ..declaration.releases import load_releases, series
-    releases = load_releases()
-    newer = sorted({r for r in running.values() if series(releases, r) > series(releases, release)})
-    if not newer:
-        raise ValidationError([f"--release: nothing runs a release newer than {release}: `rollback --release` goes "
-                               f"back after an upgrade (`upgrade --release` goes forward)"])

@@ -35,7 +35,7 @@ from .pins import Pins, changed as changed_passwords, load_pins
 from .registration import registration_job
 from .rendering import ServiceRenderer, unknown_definition_keys
 from .roles import database_facts, host_patterns, placed_on, release_skew, unmet_needs
-from .settings import DERIVED_PASSWORDS, load_passwords, load_settings, settings_for_release
+from .settings import DERIVED_PASSWORDS, database_service, load_passwords, load_settings, settings_for_release
 from .tree import service_order, waits
 
 
@@ -224,7 +224,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         # The volumes its jobs fill, on every host of the service (a run_once job runs
         # on one): a restore stops the services that write to the database on each host.
         entry["fills"] = sorted({volume for job in jobs.values() for volume in job.get("fills") or ()})
-        if service == "mariadb":   # kolla_salt.operations.backup.forgotten asks them in its member
+        if service == database_service():   # kolla_salt.operations.backup.forgotten asks them in its member
             entry["restore_forgets"] = forgets
         for jname, job in jobs.items():
             jwhere = f"{where}: jobs.{jname}"

@@ -14,7 +14,8 @@ def registration_outline(service, prefix):
     """(name, {image, fills}) of `service`'s registration job, what depends on no secret
     and no host (kolla_salt.declaration.roles.declared_services reads it). keystone's data is in
     the database: a new database volume registers again."""
-    return f"{service}_keystone_register", {"image": REGISTRATION_IMAGE, "fills": [f"{prefix}mariadb"]}
+    from .settings import database_service
+    return f"{service}_keystone_register", {"image": REGISTRATION_IMAGE, "fills": [prefix + database_service()]}
 
 
 def registration_job(service, block, settings, passwords, host, where):

@@ -9,7 +9,7 @@ from .hostfacts import host_facts
 from .pins import load_pins
 from .registration import REGISTRATION_IMAGE, registration_outline
 from .rendering import ServiceRenderer
-from .settings import derived_passwords, load_settings, settings_for_release, wanted_passwords
+from .settings import database_service, derived_passwords, load_settings, settings_for_release, wanted_passwords
 from .tree import service_order, waits
 
 
@@ -46,6 +46,7 @@ def placement(config_dir):
     one host at a time even outside an upgrade), pause (seconds to wait after each host
     when it goes host by host), final (it has jobs that run after every service: the walk's
     last step), balanced (haproxy fronts it: others reach it at kolla_internal_fqdn),
+    database (it is the cloud's database: settings.database_service),
     after (the placed services it waits for: `waits`)}].
     What a master's orchestration walks; it holds no secret and no host's address."""
     settings = load_settings(config_dir)
@@ -53,7 +54,7 @@ def placement(config_dir):
     problems = release_skew(settings, load_pins(config_dir), {service: d for _, service, d, _ in definitions})
     if problems:
         raise ValidationError(problems)
-    steps = []
+    steps, database = [], database_service()
     for top, service, definition, _ in definitions:
         hosts, key = host_patterns_and_key(settings, service, definition)
         if hosts:   # placed on no host: nothing to deploy
@@ -62,7 +63,8 @@ def placement(config_dir):
                           "serial": bool(definition.get("serial")),
                           "final": any(job.get("after_every_service") for job in (definition.get("jobs") or {}).values()),
                           "pause": definition.get("pause_between_hosts") or 0,
-                          "balanced": bool(definition.get("loadbalancer"))})
+                          "balanced": bool(definition.get("loadbalancer")),
+                          "database": service == database})
     after = waits([step["service"] for step in steps])
     return [dict(step, after=after[step["service"]]) for step in steps]
 
@@ -181,13 +183,14 @@ def service_images(settings):
 
 
 def database_facts(settings, passwords, host, peers, minion_id):
-    """database_cluster: mariadb runs on more than one host (a Galera cluster);
+    """database_cluster: the database (mariadb) runs on more than one host (a Galera cluster);
     database_address: where services reach it, the VIP when haproxy fronts that
     cluster (one writer, failing over: docs/design.md "MariaDB Galera"), else the
     host's own address."""
-    if not settings.get("enable_mariadb"):
+    database = database_service()
+    if not settings.get(f"enable_{database}"):
         return {}
-    patterns = host_patterns(settings, "mariadb", ServiceRenderer(settings, passwords, host).definition("mariadb"))
+    patterns = host_patterns(settings, database, ServiceRenderer(settings, passwords, host).definition(database))
     members = placed_on(patterns, peers or [minion_id])
     cluster = len(members) > 1
     return {"database_cluster": cluster,

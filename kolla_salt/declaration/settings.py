@@ -184,7 +184,7 @@ def value_rules(defaults, origin, problems):
     return found
 
 
-DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files")
+DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files", "database")
 
 
 def service_declarations(problems):
@@ -192,8 +192,10 @@ def service_declarations(problems):
     container-set tree (`set`, and `after`: the services of its set it comes after),
     the globals.yml keys the service reads with their defaults (`settings`), the
     passwords.yml keys it needs (`passwords`), what a value of its settings must be
-    beyond its type (`rules`, value_rules), and whether it is the cloud's front door,
-    after whose deploy the admin's client files are written (`client_files`)."""
+    beyond its type (`rules`, value_rules), whether it is the cloud's front door,
+    after whose deploy the admin's client files are written (`client_files`), and
+    whether it is the cloud's database, which backups copy and restores put back
+    (`database`)."""
     found = []
     for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
         declared = read_yaml(path, problems)
@@ -207,8 +209,8 @@ def service_declarations(problems):
             problems.append(f"{path}: key 'passwords' must be a list of passwords.yml keys")
         elif not isinstance(declared.get("rules") or {}, dict):
             problems.append(f"{path}: key 'rules' must be a mapping of settings to their rules")
-        elif not isinstance(declared.get("client_files", False), bool):
-            problems.append(f"{path}: key 'client_files' must be true or false")
+        elif not all(isinstance(declared.get(key, False), bool) for key in ("client_files", "database")):
+            problems.append(f"{path}: keys 'client_files' and 'database' must be true or false")
         else:
             found.append((path, declared))
     return found
@@ -218,6 +220,18 @@ def client_file_services():
     """The services whose settings.yml says `client_files`: a deploy of one writes the
     admin's client files (keystone)."""
     return {path.parent.name for path, declared in _checked(service_declarations, None) if declared.get("client_files")}
+
+
+def database_service():
+    """The service whose settings.yml says `database` (mariadb): the one database
+    every service's jobs fill, which backups copy, restores put back and Galera
+    recovery founds again. A ValidationError when no folder or more than one says so."""
+    found = sorted(path.parent.name for path, declared in _checked(service_declarations, None)
+                   if declared.get("database"))
+    if len(found) != 1:
+        raise ValidationError([f"{paths.SERVICES_DIR}/*/settings.yml: exactly one service folder says "
+                               f"'database: true' ({', '.join(found) or 'none does'})"])
+    return found[0]
 
 
 def _composed(problems, general, part):

@@ -70,13 +70,15 @@ def database_parts(services, prefix):
     pillar services (None for the first when mariadb is not on that host). A service
     whose jobs fill the database volume (`fills`, on every host of the service) keeps
     its data there (kolla_salt.declaration.inventory)."""
+    from ..declaration.settings import database_service
     from .galera import member
-    database = f"{prefix}mariadb"
-    mariadb = next((s for s in services if s["name"] == "mariadb"), None)
+    name = database_service()
+    database = prefix + name   # its volume
+    found = next((s for s in services if s["name"] == name), None)
     writers = [c["spec"]["name"] for s in services if database in s.get("fills", ()) for c in s["containers"]]
     jobs = [job["name"] for s in services for job in s["jobs"] + s["post_jobs"] + s.get("final_jobs", [])
             if database in (job.get("fills") or ())]
-    return member(mariadb)["spec"]["name"] if mariadb else None, writers, jobs
+    return member(found)["spec"]["name"] if found else None, writers, jobs
 
 
 def changing_releases(services, running):
@@ -96,11 +98,38 @@ def back_first(services, prefix, ahead):
     older conductor is a skew nova refuses. They start again at the older release once
     the database is back, not before: an older nova service exits at its start while
     the database records the newer version of its service (ServiceTooOld)."""
-    database = f"{prefix}mariadb"
+    from ..declaration.settings import database_service
+    database = prefix + database_service()
     writing = [index for index, service in enumerate(services) if database in service.get("fills", ())]
     after = services[writing[-1] + 1:] if writing else []
     return [service["name"] for service in after
             if any(container["spec"]["name"] in ahead for container in service["containers"])]
+
+
+def rollback_plan(kept, running, release, services, prefix):
+    """What `rollback --release RELEASE` puts back (the CLI and salt-run state.orchestrate
+    kolla.rollback_release): {"host", "backup", "first"}: the newest backup of `kept`
+    ({host: its manifests}; host None on one host) that fits every container of
+    `running` ({[HOST:]CONTAINER: release}) at RELEASE (an upgrade takes one before its
+    migrations), and the services of `services` (the declaration's, deploy order) that
+    stop before the writers (back_first). A ValidationError when nothing runs a release
+    newer than RELEASE, or no backup was taken under it."""
+    from ..declaration.releases import load_releases, series
+    releases = load_releases()
+    if not any(series(releases, r) > series(releases, release) for r in running.values()):
+        raise ValidationError([f"--release: nothing runs a release newer than {release}: `rollback --release` goes "
+                               f"back after an upgrade (`upgrade --release` goes forward)"])
+    back = dict.fromkeys(running, release)
+    fitting = sorted(((taken_at(m), str(h), h, m["name"]) for h, found in kept.items() for m in found
+                      if not release_problems(m, back)), key=lambda each: each[:2])
+    if not fitting:
+        where = ", ".join(h for h in kept if h) or "this host"
+        raise ValidationError([f"--release {release}: no backup on {where} was taken under {release} (an upgrade "
+                               f"takes one before its migrations): the database cannot go back with the containers, "
+                               f"so nothing was changed"])
+    *_, host, name = fitting[-1]
+    ahead = {key.split(":", 1)[-1] for key, then in running.items() if then != release}
+    return {"host": host, "backup": name, "first": back_first(services, prefix, ahead)}
 
 
 def restore_stops(services, prefix, first=()):

@@ -51,9 +51,11 @@ def pillar_summary(pillar):
     facts' digest of the one it holds, and of the Galera member it declares. Said by
     each minion (kolla_container.declaration) and by each host's prediction (the
     first state of kolla.deploy), so that the CLI builds no pillar."""
+    from ..declaration.settings import database_service
     from ..operations.galera import spec_digest
-    mariadb = next((s for s in pillar["kolla"]["services"] if s["name"] == "mariadb"), None)
-    return {"pillar": held_digest(pillar), "galera_spec": spec_digest(mariadb) if mariadb else None}
+    name = database_service()
+    database = next((s for s in pillar["kolla"]["services"] if s["name"] == name), None)
+    return {"pillar": held_digest(pillar), "galera_spec": spec_digest(database) if database else None}
 
 
 def compared(facts, summary):
@@ -199,20 +201,26 @@ class Master(Road):
         return placed_on(step["hosts"], sorted(hosts)), step
 
     def database_members(self, facts=None):
-        members, step = self.members("mariadb", facts or self.preflight())
+        """(the hosts of the database's members, its placement target) from the hosts'
+        `facts`; a ValidationError when it runs on no host."""
+        from ..declaration.settings import database_service
+        name = database_service()
+        members, step = self.members(name, facts or self.preflight())
         if not members:
-            raise ValidationError([f"{self.operator_folder()}/globals.yml: mariadb runs on no host (enable_mariadb, "
+            raise ValidationError([f"{self.operator_folder()}/globals.yml: {name} runs on no host (enable_{name}, "
                                    f"roles)"])
         return members, step["target"]
 
     def galera_recovery(self):
         """The member with the highest committed position bootstraps, the others rejoin
         one at a time (salt/_runners/kolla_galera.py)."""
-        members, step = self.members("mariadb", self.preflight())
+        from ..declaration.settings import database_service
+        name = database_service()
+        members, step = self.members(name, self.preflight())
         if len(members) < 2:
-            raise ValidationError([f"{self.operator_folder()}/globals.yml: mariadb runs on "
+            raise ValidationError([f"{self.operator_folder()}/globals.yml: {name} runs on "
                                    f"{', '.join(members) or 'no host'}: a Galera cluster needs at least 2 hosts "
-                                   f"(roles.mariadb or the control role)"])
+                                   f"(roles.{name} or the control role)"])
         self.say(f"[mariadb-recovery] stopping the members on {', '.join(members)}, reading their committed "
                  f"positions")
         ok, result = self.run("kolla_galera.recover", target=step["target"])
@@ -224,8 +232,9 @@ class Master(Road):
         the runner decides the same again when it starts the members). A host's facts
         say what its member holds where the pillar it holds declares the member its
         pillar now declares (`hosts`: the declaration); the others are asked."""
+        from ..declaration.settings import database_service
         from ..operations import galera
-        members, _ = self.members("mariadb", facts)
+        members, _ = self.members(database_service(), facts)
         if len(members) < 2:
             return
         said = {}
@@ -276,28 +285,6 @@ class Master(Road):
                  + (", the member desynced meanwhile" if manifest.get("desynced") else "")
                  + f"); the secrets its data needs: {master_secrets(self.operator_folder(), manifest['name'])}")
         return {**manifest, "host": result["host"]}
-
-    def restore(self, name, command, host, target, first=()):
-        """kolla_galera.restore: the writers stopped on every host (after the services
-        `first` names) and every member of `target`, backup `name` put into `host`'s,
-        and the cluster founded again from it; the writers stay stopped for the deploy
-        that follows. Whether it did, said."""
-        self.say(f"[{command}] stopping the writers and the members, restoring on {host}")
-        ok, result = self.run("kolla_galera.restore", target=target, host=json.dumps(host), name=json.dumps(name),
-                              first=json.dumps(list(first)), timeout=3700)
-        result = result if isinstance(result, dict) else {"error": str(result)}
-        for each, names in sorted((result.get("stopped") or {}).items()):
-            self.say(f"[{command}] {each}: stopped {', '.join(names) if isinstance(names, list) else names}")
-        for line in result.get("said") or []:
-            self.say(f"[{command}] {host}: {line}")
-        for each, states in sorted((result.get("ret") or {}).items()):
-            summarise(states, out=lambda line, each=each: self.say(f"{each}: {line}"))
-        if result.get("error") or not ok:
-            self.say(f"[{command}] FAILED: {result.get('error') or 'salt-run kolla_galera.restore failed'}")
-            return False
-        self.say(f"[{command}] the members hold backup {name} ({result.get('seconds')} s); the deploy starts the "
-                 f"writers again")
-        return True
 
     def declared(self, hosts=None):
         """{host: {"services": the entries the CLI reads}} of every host of `hosts` (their
@@ -426,10 +413,12 @@ class Master(Road):
         declaration before anything changes anywhere (statereturns.refused), each says
         what its pillar says of itself (taken into `hosts`), Galera's founder is
         checked, and it is the whole answer to --test and to a deploy that changes
-        nothing (no walk). Given pillar kolla_backup_before_migrations (an upgrade) the
-        database is backed up first when a container of its services changes release,
-        as one host's run does in its states. (ok, [{"hosts": {host: states}, "note",
-        "timing", "failure"} of each step]) for the CLI to say."""
+        nothing (no walk). `command` names the orchestration: deploy, upgrade (its
+        first step backs the database up when a container changes release: pillar
+        kolla_backup_before_migrations), restore and rollback_release (pillar
+        kolla_restore: a backup, the restore, then kolla.deploy's walk). (ok, [{"hosts":
+        {host: states}, "note", "timing", "failure"} of each step, those of a nested
+        orchestration among them]) for the CLI to say."""
         from .rollout import changing_hosts, describe
         names = pillar.get("kolla_services") or []
         for host, declared in sorted(hosts.items()):
@@ -438,29 +427,18 @@ class Master(Road):
         predicted = self.predict(sorted(hosts), pillar) if predict else {}
         refused(predicted)
         take_what_pillars_said(hosts, facts, predicted)
-        if predict and (not names or "mariadb" in names):
+        from ..declaration.settings import database_service
+        if predict and (not names or database_service() in names):
             self.check_galera(facts, hosts)
         if predict and set(predicted) == set(hosts) and (test or not changing_hosts(predicted)):
             self.say(f"[{command}] predicted: kolla.deploy under test=True on every host at once")
             if not test:
                 self.say(f"[{command}] {describe({})}")
             return True, [{"hosts": predicted}]
-        if pillar.get("kolla_backup_before_migrations") and not test:
-            self._backup_before_migrations(pillar["kolla_backup_before_migrations"], names, facts, hosts)
         how = "one state run on every host: a prediction has no order to keep" if test else WALKS[command]
         self.say(f"[{command}] {'checking' if test else 'running'} salt-run state.orchestrate kolla.{command} ({how})")
         ok, steps = self.orchestrate(f"kolla.{command}", pillar, test=test)
         return ok, [said_step(step) for step in steps]
-
-    def _backup_before_migrations(self, command, names, facts, hosts):
-        """A backup of the Galera cluster (or the one database host) when a container of
-        `names` on any host changes release: migrations no container rollback takes back."""
-        from ..operations.backup import changing_releases
-        changing = set().union(*(changing_releases([s for s in declared["services"] if s["name"] in names],
-                                                    facts[host]["releases"]) for host, declared in hosts.items()))
-        members, step = self.members("mariadb", facts)
-        if changing and members:
-            self.backup(f"before the upgrade to {', '.join(sorted(changing))} ({command})", False, step["target"])
 
     def settle(self, command, hosts=None):
         """After a change: the minions whose pillar changed take it (refresh_pillars)."""
@@ -486,17 +464,32 @@ class Master(Road):
         said = {key: ret for key, ret in steps.items() if "_|-" not in key}
         if said:
             raise KollaError(f"salt-run state.orchestrate {sls}: {json.dumps(said)[-2000:]}")
-        # A parallel step's return has no __id__: its tag (state_|-id_|-name_|-function) has.
-        return proc.returncode == 0 and data.get("retcode", 0) == 0, sorted(
-            ({"__id__": tag.split("_|-")[1], **ret} for tag, ret in steps.items()),
-            key=lambda ret: ret.get("__run_num__", 0))
+        return proc.returncode == 0 and data.get("retcode", 0) == 0, flattened(steps)
+
+
+def flattened(steps):
+    """The returns of an orchestration's steps ({tag: return}) in run order, each with
+    its "__id__"; a step that ran an orchestration of its own (salt.runner
+    state.orchestrate: kolla.restore's deploy) is followed by that one's steps, so
+    that what each host did is said as for a walk of its own."""
+    ordered = []
+    # A parallel step's return has no __id__: its tag (state_|-id_|-name_|-function) has.
+    for tag, ret in sorted(steps.items(), key=lambda item: item[1].get("__run_num__", 0)):
+        ordered.append({"__id__": tag.split("_|-")[1], **ret})
+        nested = _runner_return(ordered[-1]).get("data")
+        if isinstance(nested, dict) and len(nested) == 1 and isinstance(next(iter(nested.values())), dict):
+            ordered.extend(flattened({key: found for key, found in next(iter(nested.values())).items()
+                                      if "_|-" in key and isinstance(found, dict)}))
+    return ordered
 
 
 # How a real walk goes (kolla_salt.roads.rollout.walk), for the operator.
 WALKS = {"deploy": "a prediction first, then each set where it changes something, once the sets it waits for are "
                    "healthy, side by side with the sets that do not wait for each other",
          "upgrade": "a prediction first, then set by set and batch by batch where it changes something, each gated "
-                    "on the health of the one before"}
+                    "on the health of the one before",
+         "restore": "a backup of what it replaces, the restore, then kolla.deploy's walk",
+         "rollback_release": "a backup of what it replaces, the restore, then kolla.deploy's walk"}
 
 
 def release_paths(hosts, facts, names, release=None):

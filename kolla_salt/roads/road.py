@@ -93,7 +93,8 @@ class Road(ABC):
 
     @abstractmethod
     def converge(self, command, pillar, test=False, hosts=None, facts=None, predict=False):
-        """(ok, steps) of a deploy or an upgrade; `hosts` gets what was declared."""
+        """(ok, steps) of a deploy, an upgrade, or a restore and the deploy after it
+        (pillar kolla_restore); `hosts` gets what was declared."""
 
     @abstractmethod
     def settle(self, command, hosts=None):
@@ -106,7 +107,7 @@ class Road(ABC):
 
     @abstractmethod
     def database_members(self, facts=None):
-        """(the hosts of mariadb, its placement target); refused when it runs nowhere."""
+        """(the hosts of the database, its placement target); refused when it runs nowhere."""
 
     @abstractmethod
     def galera_recovery(self):
@@ -115,10 +116,6 @@ class Road(ABC):
     @abstractmethod
     def backup(self, why, incremental, target):
         """The manifest of a new backup of the database."""
-
-    @abstractmethod
-    def restore(self, name, command, host, target, first=()):
-        """Backup `name` put back; whether it was."""
 
     @abstractmethod
     def secrets_folder(self, name):

@@ -219,10 +219,12 @@ class Here(Road):
         return 0
 
     def database_members(self, facts=None):
-        """([None], no target) when this host runs mariadb."""
-        if not self.settings["enable_mariadb"]:
-            raise ValidationError([f"{self.config_dir}/globals.yml: mariadb is not deployed on this host "
-                                   f"(enable_mariadb)"])
+        """([None], no target) when this host runs the database."""
+        from ..declaration.settings import database_service
+        name = database_service()
+        if not self.settings[f"enable_{name}"]:
+            raise ValidationError([f"{self.config_dir}/globals.yml: {name} is not deployed on this host "
+                                   f"(enable_{name})"])
         return [None], None
 
     def galera_recovery(self):
@@ -238,18 +240,11 @@ class Here(Road):
         database is here): its manifest, the progress on salt-call's stderr."""
         return self.ask_all("kolla_backup.take_here", json.dumps(why), incremental)[None]
 
-    def restore(self, name, command, host=None, target=None, first=()):
-        """Backup `name` put back into this host's member (kolla_backup.restore_here;
-        no `host` or `target`: the database is here): the writers stopped (after the
-        services `first` names), left stopped for the deploy that follows. True; a
-        failure raises, salt-call said why."""
-        self.ask_all("kolla_backup.restore_here", json.dumps(name), json.dumps(command), json.dumps(list(first)))
-        return True
-
     def converge(self, command, pillar, test=False, hosts=None, facts=None, predict=False):
         """`command` (deploy; an upgrade is one too, its pillar
-        kolla_backup_before_migrations backing the database up within the run) on this
-        host: salt-call --local state.apply kolla.deploy with `pillar`, the pillar
+        kolla_backup_before_migrations backing the database up within the run, and a
+        restore, its pillar kolla_restore putting a backup back before the services
+        start) on this host: salt-call --local state.apply kolla.deploy with `pillar`, the pillar
         compiled once, by Salt; the health loop's restarts paused meanwhile (it must
         not restart a container being swapped in). Refused before anything changed as
         its first states say (statereturns.refused). (ok, [the one step: {"hosts":

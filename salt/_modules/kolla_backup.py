@@ -95,20 +95,28 @@ def before_migrations(services, command):
     change release (kolla_salt.operations.backup.changing_releases). {releases: those changing
     to, backup: its manifest, None when none was needed}; under test=True none is
     taken."""
+    if not _parts()[0]:
+        return {"releases": [], "backup": None}
+    releases = changing(services)
+    if not releases or __opts__["test"]:
+        return {"releases": releases, "backup": None}
+    why = f"before the upgrade to {', '.join(releases)} ({command})"
+    return {"releases": releases, "backup": take_here(why)}
+
+
+def changing(services=None):
+    """The releases this host's `services` (all declared here when empty) go to that a
+    container of theirs does not run yet (kolla_salt.operations.backup.changing_releases):
+    an upgrade through a master backs the database up first when a host says one
+    (the runner kolla_galera.before_migrations)."""
     import docker
 
     from kolla_salt.declaration.releases import running_releases
     from kolla_salt.operations.backup import changing_releases
     kolla = _kolla()
-    if not _parts()[0]:
-        return {"releases": [], "backup": None}
     selected = [s for s in kolla["services"] if not services or s["name"] in services]
-    client = docker.from_env(timeout=300)
-    changing = sorted(changing_releases(selected, running_releases(client, kolla["settings"]["container_name_prefix"])))
-    if not changing or __opts__["test"]:
-        return {"releases": changing, "backup": None}
-    why = f"before the upgrade to {', '.join(changing)} ({command})"
-    return {"releases": changing, "backup": take_here(why)}
+    running = running_releases(docker.from_env(timeout=300), kolla["settings"]["container_name_prefix"])
+    return sorted(changing_releases(selected, running))
 
 
 @_refusal

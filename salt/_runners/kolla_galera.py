@@ -4,13 +4,16 @@
     salt-run kolla_galera.recover TARGET      (kolla-salt mariadb-recovery)
     salt-run kolla_galera.backup TARGET WHY [incremental=True]   (kolla-salt mariadb-backup)
     salt-run kolla_galera.scheduled           (the master's schedule: mariadb_backup_interval_minutes)
-    salt-run kolla_galera.restore TARGET HOST NAME       (kolla-salt mariadb-restore)
+    salt-run kolla_galera.restore TARGET HOST BACKUP [first=LIST]   (a step of kolla.restore / kolla.rollback_release)
+    salt-run kolla_galera.before_migrations TARGET WHY [services=LIST]   (a step of kolla.upgrade)
+    salt-run kolla_galera.rollback_plan RELEASE   (what kolla.rollback_release puts back)
 
 converge and recover ask every member's host what it holds (kolla_galera.facts /
 position), decide with kolla_salt.operations.galera, then apply kolla.mariadb host by host: the
 founding member first, each one healthy (Synced) before the next starts. backup copies
 the last Synced member (haproxy sends every client to the first), desynced meanwhile;
-restore founds the cluster again from the member that holds the backup. The return holds each
+restore founds the cluster again from the member that holds the backup; before_migrations
+backs it up when an upgrade is about to change a container's release. The return holds each
 host's state returns under "ret", as a salt.state step's does; a refusal or a
 failure sets the runner's retcode, naming the host and why.
 """
@@ -143,7 +146,69 @@ def _backup(target, result, why, incremental=False):
     secrets.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_secrets(config_dir, secrets)
     result["manifest"] = manifest
+    result["note"] = (f"{host}: backup {manifest['name']} ({manifest['archive']['bytes'] >> 20} MiB in "
+                      f"{manifest['seconds']} s" + (", the member desynced meanwhile" if manifest.get("desynced") else "")
+                      + f"; {why}); the secrets its data needs: {secrets}")
     return result
+
+
+def _before_migrations(target, result, why, services=None):
+    """An upgrade's first step (kolla.upgrade): a backup of the database of TARGET's
+    hosts when a container of `services` (every declared one when empty) on any host
+    is about to change release (kolla_backup.changing): migrations that no container
+    rollback takes back."""
+    client, everyone = _client(), __salt__["kolla_rollout.hosts"]("*")
+    said = ask(client, everyone, "kolla_backup.changing", kwarg={"services": services or []})
+    silent = [h for h in everyone if not isinstance(said.get(h), list)]
+    if silent:
+        return _fail(result, "no backup before the migrations, so none was run: " + "; ".join(
+            f"{h}: {_last_line(said.get(h))}" for h in silent))
+    changing = sorted({release for releases in said.values() for release in releases})
+    if not changing:
+        result["note"] = "no container changes release: no backup needed before the migrations"
+        return result
+    return _backup(target, result, f"before the upgrade to {', '.join(changing)} ({why})")
+
+
+def rollback_plan(release):
+    """What `salt-run state.orchestrate kolla.rollback_release pillar='{"kolla_release":
+    RELEASE}'` puts back when the pillar holds no plan: the newest backup taken under
+    RELEASE and the services that stop first (kolla_salt.operations.backup.rollback_plan),
+    once the operator folder declares RELEASE for every service (globals.yml's
+    openstack_release, no pin elsewhere: the deploy that follows the restore starts
+    what is declared). {"error": why} when it cannot."""
+    from kolla_salt.declaration.pins import load_pins
+    from kolla_salt.declaration.roles import declared_services, placement
+    from kolla_salt.declaration.settings import database_service, load_settings
+    from kolla_salt.declaration.tree import all_services
+    from kolla_salt.errors import ValidationError
+    from kolla_salt.operations.backup import host_releases
+    from kolla_salt.operations.backup import rollback_plan as plan
+    config_dir = __opts__["kolla_config_dir"]
+    try:
+        settings, pins = load_settings(config_dir), load_pins(config_dir)
+        client, everyone = _client(), __salt__["kolla_rollout.hosts"]("*")
+        hosts = {host: {"services": declared_services(settings, pins, host)} for host in everyone}
+        services = all_services(hosts)
+        elsewhere = sorted({f"{s['name']}: {s['release']}" for s in services if s["release"] != release})
+        if elsewhere:
+            raise ValidationError([f"{config_dir}/globals.yml: openstack_release (and pins.yml) must declare "
+                                   f"{release} for every service before the database goes back ({', '.join(elsewhere)}); "
+                                   f"`kolla-salt rollback --release {release}` declares it"])
+        database = next((s for s in placement(config_dir) if s["database"]), None)
+        if database is None:
+            raise ValidationError([f"{config_dir}/globals.yml: {database_service()} runs on no host: no backup to "
+                                   f"put back"])
+        members = __salt__["kolla_rollout.hosts"](database["target"])
+        kept = ask(client, members, "kolla_backup.list")
+        silent = [h for h in members if not isinstance(kept.get(h), list)]
+        if silent:
+            raise ValidationError([f"{h}: did not list its backups ({_last_line(kept.get(h))})" for h in silent])
+        return plan(kept, host_releases(ask(client, everyone, "kolla_container.facts")), release, services,
+                    settings["container_name_prefix"])
+    except ValidationError as refused:
+        __context__["retcode"] = 1
+        return {"error": "; ".join(refused.problems)}
 
 
 def scheduled():
@@ -167,7 +232,7 @@ def scheduled():
         newest = float(seen.read_text()) if seen.exists() else 0.0
         if not minutes or time.time() - newest < minutes * 60:
             return {"due": False}
-        step = next((s for s in placement(config_dir) if s["service"] == "mariadb"), None)
+        step = next((s for s in placement(config_dir) if s["database"]), None)
         if step is None:
             return {"due": False}
         client, members = _client(), __salt__["kolla_rollout.hosts"](step["target"])
@@ -189,9 +254,9 @@ def scheduled():
         return _fail(result, f"scheduled: {type(error).__name__}: {error}")
 
 
-def _restore(target, result, host, name, first=None):
+def _restore(target, result, host, backup, first=None):
     """Stops the database's writers on every host (after the services FIRST names, a
-    release rollback's compute set) and every member, puts backup NAME
+    release rollback's compute set) and every member, puts backup BACKUP
     into HOST's member, empties the other members' datadirs (they hold rows the
     restored history lacks: they join by a full state transfer), puts back each host's
     job records, and founds the cluster from HOST; the others join one at a time.
@@ -201,13 +266,13 @@ def _restore(target, result, host, name, first=None):
     everyone = __salt__["kolla_rollout.hosts"]("*")
     started = time.monotonic()
     result["hosts"] = members
-    manifest = ask(client, [host], "kolla_backup.find", [name]).get(host)
+    manifest = ask(client, [host], "kolla_backup.find", [backup]).get(host)
     if not isinstance(manifest, dict):
         return _fail(result, f"mariadb-restore: {host}: {_last_line(manifest)}; nothing was stopped")
     result["stopped"] = ask(client, everyone, "kolla_backup.stop_writers", kwarg={"first": first or []},
                             timeout=900, attempts=1)
     ask(client, members, "kolla_galera.stop", timeout=300)
-    said = ask(client, [host], "kolla_backup.restore", [name], timeout=3600, attempts=1).get(host)
+    said = ask(client, [host], "kolla_backup.restore", [backup], timeout=3600, attempts=1).get(host)
     if not isinstance(said, list):   # the datadir is untouched, or half restored (its marker says so)
         return _fail(result, f"mariadb-restore on {host}: {_last_line(said)}; the members are stopped (one "
                              f"whose datadir is half restored refuses to start, naming the backup): `kolla-salt "
@@ -221,6 +286,10 @@ def _restore(target, result, host, name, first=None):
     result["plan"] = {"bootstrap": host, "order": [host] + others}
     _start_in_order(client, host, result["plan"]["order"], result)
     result["seconds"] = round(time.monotonic() - started, 1)
+    stopped = "; ".join(f"{each}: stopped {', '.join(names)}" for each, names in sorted(result["stopped"].items())
+                        if isinstance(names, list) and names)
+    result["note"] = (f"{stopped}; " if stopped else "") + "; ".join(f"{host}: {line}" for line in said) + (
+        f"; the members hold backup {backup} ({result['seconds']} s); the deploy starts the writers again")
     return result
 
 
@@ -228,3 +297,4 @@ converge = _guarded(_converge)
 recover = _guarded(_recover)
 backup = _guarded(_backup)
 restore = _guarded(_restore)
+before_migrations = _guarded(_before_migrations)

@@ -1,7 +1,7 @@
 """Runner: what a walk of the container-set tree across hosts needs beside its
 state runs (kolla/orchestrate.jinja).
 
-    salt-run kolla_rollout.walk PLACEMENT [services=LIST] [batch=N]
+    salt-run kolla_rollout.walk PLACEMENT [services=LIST] [batch=N] [allow_release_jump=WHY]
     salt-run kolla_rollout.hosts TARGET
     salt-run kolla_rollout.note TEXT
     salt-run kolla_rollout.refuse TEXT
@@ -25,7 +25,7 @@ from kolla_salt.roads import rollout
 from kolla_salt.roads.rollout import ask, describe, hosts_to_visit
 
 
-def walk(placement, services=None, batch=None):
+def walk(placement, services=None, batch=None, allow_release_jump=None):
     """The steps of a real walk (kolla_salt.roads.rollout.walk) from its prediction. While
     it runs no other walk of this master starts: the steps of a deploy run as
     concurrent state runs, which Salt no longer keeps apart from another walk's (whose
@@ -40,7 +40,7 @@ def walk(placement, services=None, batch=None):
         placed["kolla.final"] = hosts(" or ".join(final))
     if not services:   # a full walk also removes, on every host, what is not declared for it
         placed["kolla.undeclared"] = hosts("*")
-    predicted = _predict(placed, services)
+    predicted = _predict(placed, services, allow_release_jump)
     return rollout.walk(placement, predicted["visit"], predicted["note"], batch=batch, undeclared=not services)
 
 
@@ -51,12 +51,15 @@ def hosts(target):
     return sorted(salt.utils.minions.CkMinions(__opts__).check_minions(target, "compound")["minions"])
 
 
-def _predict(placed, services=None):
+def _predict(placed, services=None, allow_release_jump=None):
     """{"visit": {sls: [hosts]}, "note": what was found}. Without a prediction (an
-    error here) every host is visited: the walk then says what fails."""
+    error here) every host is visited: the walk then says what fails.
+    `allow_release_jump`: why the hosts' checks let releases jump (a release rollback's)."""
     import salt.client
     hosts = sorted({host for members in placed.values() for host in members})
-    kwarg = {"test": True, **({"pillar": {"kolla_services": services}} if services else {})}
+    pillar = {**({"kolla_services": services} if services else {}),
+              **({"kolla_allow_release_jump": allow_release_jump} if allow_release_jump else {})}
+    kwarg = {"test": True, **({"pillar": pillar} if pillar else {})}
     try:
         predicted = ask(salt.client.get_local_client(mopts=__opts__), hosts, "state.sls", ["kolla.deploy"],
                         kwarg=kwarg, timeout=300)

@@ -1035,6 +1035,63 @@ def test_the_masters_schedule_backs_up_the_cluster_when_the_newest_backup_is_old
     assert all(name in after for name in re.findall(r"^(\d{8}T\d{6}Z)\t", listed, re.M))
 
 
+def test_salt_run_upgrades_a_release_and_rolls_it_back_as_the_cli_does(hosts, cloud, clusters):
+    """An operator on the master, without kolla-salt: keystone declared at the next
+    release (pins.yml) and `salt-run state.orchestrate kolla.upgrade` backs the
+    database up before the migrations, then upgrades keystone host by host; the pin
+    taken back and `kolla.rollback_release` with only the release in its pillar puts
+    the database back as that backup holds it (a database made since is gone on every
+    member), founds the cluster again and runs every keystone at the old release.
+    Tokens are issued after each, and `deploy --test` predicts no change."""
+    from kolla_salt.declaration.releases import load_releases
+    from kolla_salt.roads.master import flattened
+    lab_, road = cloud["lab"], cloud["lab"].master()
+    old = load_settings(lab_.config_dir())["openstack_release"]
+    releases = list(load_releases())
+    new = releases[releases.index(old) + 1]
+    pins_file = Path(lab_.config_dir()) / "pins.yml"
+    password = admin_password(cloud)
+
+    def salt_run(sls, pillar):
+        began = time.monotonic()
+        proc = road.command("salt-run", "state.orchestrate", sls, f"pillar={json.dumps(pillar)}", "--out=json",
+                            timeout=1800)
+        print(f"salt-run state.orchestrate {sls}: {time.monotonic() - began:.1f} s")
+        assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+        steps = flattened({key: ret for key, ret in next(iter(json.loads(proc.stdout)["data"].values())).items()
+                           if "_|-" in key})
+        return {step["__id__"]: (step.get("changes") or {}).get("return") or {} for step in steps}
+
+    def keystone_releases():
+        return {h["name"]: engine(h).containers.get("keystone").labels.get("kolla.release") for h in hosts}
+
+    pins_file.write_text(yaml.safe_dump({"services": {"keystone": {"release": new}}}))
+    try:
+        kolla("build", "--push")   # keystone at the new release, tagged for the lab's registry
+        upgraded = salt_run("kolla.upgrade", {"kolla_services": ["keystone"]})
+    except BaseException:
+        pins_file.unlink()
+        raise
+    backup = re.search(r"backup (\S+) \(", upgraded["kolla-upgrade-backup-before-migrations"].get("note", ""))
+    assert backup and f"before the upgrade to {new}" in upgraded["kolla-upgrade-backup-before-migrations"]["note"], \
+        upgraded
+    assert keystone_releases() == dict.fromkeys(("host1", "host2", "host3"), new)
+    assert token_answered(hosts[0], password)
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+    sql(hosts[0], "CREATE DATABASE kstafterupgrade")   # written after the backup: the rollback forgets it
+
+    pins_file.unlink()   # the declaration back at the old release
+    rolled = salt_run("kolla.rollback_release", {"kolla_release": old})
+    assert f"the members hold backup {backup.group(1)}" in rolled["kolla-rollback-restore"].get("note", ""), rolled
+    assert "before restoring" in rolled["kolla-rollback-backup"].get("note", ""), rolled
+    assert keystone_releases() == dict.fromkeys(("host1", "host2", "host3"), old)
+    for host in hosts:
+        assert "kstafterupgrade" not in sql(host, "SHOW DATABASES")
+        assert member_state(host) == "Synced" and cluster_size(host) == 3
+    assert token_answered(hosts[0], password)
+    assert "0 changed, 0 failed" in kolla("deploy", "--test")
+
+
 def answered_pings(log, target):
     """The round trips (ms) of the pings to `target` a guest's console reports."""
     return [float(ms) for ms in re.findall(rf"guest: {re.escape(target)} answered ping in ([0-9.]+) ms", log)]

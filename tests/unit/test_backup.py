@@ -8,7 +8,8 @@ import pytest
 from operator_files import write_secrets
 
 from kolla_salt.operations.backup import (Backups, back_first, restore_stops, data_secrets, database_parts, due,
-                                          forgotten, host_releases, key_values, release_problems, secret_problems)
+                                          forgotten, host_releases, key_values, release_problems, rollback_plan,
+                                          secret_problems)
 from kolla_salt.errors import ValidationError
 
 
@@ -127,6 +128,30 @@ def test_a_release_rollback_stops_first_what_the_upgrade_took_forward_after_ever
              "jobs": [], "post_jobs": []}
     assert restore_stops([services[0], cache] + services[1:], "kst_") == ["kst_nova", "kst_keystone",
                                                                           "kst_memcached"]
+
+
+def test_a_release_rollback_puts_back_the_newest_backup_taken_under_that_release_and_refuses_without_one():
+    """The CLI and kolla.rollback_release choose alike: of every member's backups, the
+    newest that fits every container at the older release (one taken after the
+    upgrade holds newer schemas); what the upgrade took forward after every writer
+    stops first; nothing newer running, or no backup under the release, is refused
+    before anything changes, naming the hosts."""
+    def taken(name, when, release):
+        return {"name": name, "taken": when, "releases": {"host1:kst_keystone": release}}
+    kept = {"host1": [taken("A", "2026-12-07T10:00:00+00:00", "2026.1")],
+            "host3": [taken("B", "2026-12-07T11:00:00+00:00", "2026.1"),
+                      taken("C", "2026-12-07T12:00:00+00:00", "2026.2")]}
+    running = {"host1:kst_keystone": "2026.2", "host2:kst_nova_compute": "2026.2"}
+    services = [{"name": name, "fills": ["kst_mariadb"] if name == "keystone" else [],
+                 "containers": [{"spec": {"name": f"kst_{name}"}}]} for name in ("mariadb", "keystone", "nova_compute")]
+    assert rollback_plan(kept, running, "2026.1", services, "kst_") == {
+        "host": "host3", "backup": "B", "first": ["nova_compute"]}
+    with pytest.raises(ValidationError) as refused:
+        rollback_plan({"host1": kept["host1"][:0], "host3": kept["host3"][1:]}, running, "2026.1", services, "kst_")
+    assert "no backup on host1, host3 was taken under 2026.1" in str(refused.value)
+    with pytest.raises(ValidationError) as refused:
+        rollback_plan(kept, dict.fromkeys(running, "2026.1"), "2026.1", services, "kst_")
+    assert "nothing runs a release newer than 2026.1" in str(refused.value)
 
 
 def test_a_backup_kept_through_a_master_is_whole_without_its_secrets_beside_it(tmp_path):

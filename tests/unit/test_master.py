@@ -9,7 +9,7 @@ import yaml
 from kolla_salt.declaration.inventory import build_pillar
 from kolla_salt.errors import KollaError, ValidationError
 from kolla_salt.operations import galera
-from kolla_salt.roads.master import Master, held_digest, pillar_summary
+from kolla_salt.roads.master import Master, held_digest, pillar_summary, said_step
 from operator_files import write_secrets
 
 
@@ -159,52 +159,45 @@ def test_the_hosts_that_answer_are_heard_while_one_is_down(monkeypatch):
     assert master.returns("*", "kolla_container.facts", timeout=10) == {"host1": {"code": "x"}}
 
 
-def test_a_restore_the_runner_could_not_finish_says_what_it_stopped_and_why_and_no_deploy_follows(monkeypatch):
-    """Master.restore reads kolla_galera.restore's return: what it stopped on each host
-    and the runner's error are said, and it answers False, so mariadb-restore exits 1
-    instead of deploying onto members that are stopped; a restore that ended says the
-    deploy brings the writers back."""
-    said, master = [], Master("/nonexistent", out=lambda line: said.append(line))
-    failed = {"stopped": {"host1": ["keystone", "memcached"], "host2": []}, "ret": {},
-              "error": "mariadb-restore on host3: no space left; the members are stopped"}
+def test_a_restore_orchestration_says_each_step_and_the_deploy_it_runs_as_its_own(monkeypatch):
+    """kolla.rollback_release's steps: the backup and the restore say what they did
+    (the runners' notes); the deploy it runs as an orchestration of its own is said
+    step by step, host by host, after them; a runner that failed fails the run, its
+    error said, and the steps after it never ran."""
+    master = Master("/nonexistent")
+    backup = {"result": True, "__run_num__": 0, "changes": {"return": {
+        "note": "host3: backup 20261207T1 (3 MiB in 4 s; before restoring 20261205T1 (kolla-salt rollback))"}}}
+    walk = {"data": {"master": {
+        "salt_|-kolla-deploy-predicted_|-kolla_rollout.note_|-runner": {
+            "result": True, "__run_num__": 0, "changes": {"return": {"note": "predicted changes in keystone (host1)"}}},
+        "salt_|-kolla-deploy-keystone_|-kolla.keystone_|-state": {
+            "result": True, "__run_num__": 1, "changes": {"ret": {"host1": {"keystone": {"result": True}}}}}}},
+        "retcode": 0}
+    steps = {"salt_|-kolla-rollback-backup_|-kolla_galera.backup_|-runner": backup,
+             "salt_|-kolla-rollback-restore_|-kolla_galera.restore_|-runner": {
+                 "result": True, "__run_num__": 1, "changes": {"return": {"note": "the members hold backup 20261205T1"}}},
+             "salt_|-kolla-rollback-deploy_|-state.orchestrate_|-runner": {
+                 "result": True, "__run_num__": 2, "changes": {"return": walk}}}
 
-    def runner(returned, code):
+    def ran(steps, code=0):
         monkeypatch.setattr(master, "command", lambda *args, timeout: subprocess.CompletedProcess(
-            args, code, stdout=json.dumps(returned), stderr=""))
-        return master.restore("20261205T1", "mariadb-restore", "host3", "G@kolla:mariadb")
+            args, code, stdout=json.dumps({"data": {"master": steps}, "retcode": code}), stderr=""))
+        ok, found = master.orchestrate("kolla.rollback_release")
+        return ok, [said_step(step) for step in found]
 
-    assert runner(failed, 1) is False
-    assert "[mariadb-restore] host1: stopped keystone, memcached" in said
-    assert said[-1] == "[mariadb-restore] FAILED: mariadb-restore on host3: no space left; the members are stopped"
-    said.clear()
-    assert runner({"stopped": {}, "said": ["mariadb: the datadir holds the backup"], "ret": {}, "seconds": 42.9}, 0)
-    assert said[-2:] == ["[mariadb-restore] host3: mariadb: the datadir holds the backup",
-                         "[mariadb-restore] the members hold backup 20261205T1 (42.9 s); the deploy starts the "
-                         "writers again"]
-
-
-@pytest.mark.parametrize("running, backed_up", [("2026.1", True), ("2026.2", False)])
-def test_an_upgrade_through_a_master_backs_the_database_up_before_its_walk_when_a_release_changes(
-        monkeypatch, running, backed_up):
-    """Migrations no container rollback takes back: the cluster is copied before the
-    walk, from the facts the preflight gave (no second preflight), and not when every
-    container already runs the release (an upgrade run again to complete one)."""
-    said, done = [], []
-    master = Master("/nonexistent", out=said.append)
-    monkeypatch.setattr(master, "members", lambda service, facts: (["h1"], {"target": "h1 or h2"}))
-    monkeypatch.setattr(master, "backup", lambda why, incremental, target: done.append(("backup", why, target)))
-    monkeypatch.setattr(master, "orchestrate", lambda sls, pillar, test: done.append(("walk", sls, pillar)) or (
-        True, [{"__id__": "kolla-upgrade-keystone", "result": True, "changes": {"ret": {"h1": {}}},
-                "start_time": "10:00", "duration": 1500}]))
-    hosts = {"h1": {"services": [{"name": "keystone", "release": "2026.2",
-                                  "containers": [{"spec": {"name": "keystone"}}]}]}}
-    pillar = {"kolla_services": ["keystone"], "kolla_backup_before_migrations": "kolla-salt upgrade"}
-    ok, steps = master.converge("upgrade", pillar, hosts=hosts, facts={"h1": {"releases": {"keystone": running}}})
-    assert done == [("backup", "before the upgrade to 2026.2 (kolla-salt upgrade)", "h1 or h2")] * backed_up + [
-        ("walk", "kolla.upgrade", pillar)]
-    assert ok and steps == [{"hosts": {"h1": {}}, "note": None, "failure": None,
-                             "timing": "kolla-upgrade-keystone: began 10:00, took 1.5 s"}]
-    assert said[0] == "[upgrade] h1: keystone"
+    ok, said = ran(steps)
+    assert ok and [step["timing"].split(":")[0] for step in said] == [
+        "kolla-rollback-backup", "kolla-rollback-restore", "kolla-rollback-deploy", "kolla-deploy-predicted",
+        "kolla-deploy-keystone"]
+    assert said[0]["note"].startswith("host3: backup 20261207T1") and said[1]["note"].endswith("backup 20261205T1")
+    assert said[4]["hosts"] == {"host1": {"keystone": {"result": True}}}
+    failed = {"result": False, "__run_num__": 1, "comment": "Runner function 'kolla_galera.restore' failed.",
+              "changes": {"return": {"error": "mariadb-restore on host3: no space left; the members are stopped"}}}
+    ok, said = ran({**{k: v for k, v in steps.items() if "deploy" not in k},
+                    "salt_|-kolla-rollback-restore_|-kolla_galera.restore_|-runner": failed, "__FAILHARD__": True}, 1)
+    assert not ok and len(said) == 2
+    assert said[1]["failure"] == ("kolla-rollback-restore: mariadb-restore on host3: no space left; the members are "
+                                  "stopped")
 
 
 def test_a_deploy_through_a_master_that_changes_nothing_is_answered_by_the_prediction_without_a_walk(monkeypatch):

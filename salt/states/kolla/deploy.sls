@@ -10,7 +10,11 @@
     their verdict by their ids. Operator files that do not validate are the first's
     verdict (pillar kolla_problems). With pillar `kolla_backup_before_migrations`
     (an upgrade on one host) the database is backed up next, before any service
-    changes release (kolla_backup.before_migrations). -#}
+    changes release (kolla_backup.before_migrations); with pillar `kolla_restore`
+    ({backup, first}: mariadb-restore or rollback --release on one host) the database
+    is backed up and backup `backup` put back before the services start again
+    (kolla_backup.restored). Through a master the runner kolla_galera does both, as
+    steps of kolla.upgrade and kolla.restore / kolla.rollback_release. -#}
 {%- if opts.get("__role") == "master" %}
 {%- from "kolla/orchestrate.jinja" import orchestrate %}
 {{ orchestrate("kolla-deploy") }}
@@ -37,6 +41,16 @@ kolla-deploy-backup-before-migrations:
   kolla_backup.before_migrations:
     - services: {{ only | json }}
     - command: {{ pillar.kolla_backup_before_migrations | json }}
+    - order: 3
+    - failhard: true
+{%- endif %}
+{%- if pillar.get("kolla_restore") %}
+
+kolla-deploy-restore:
+  kolla_backup.restored:
+    - backup: {{ pillar.kolla_restore.backup | json }}
+    - first: {{ (pillar.kolla_restore.first or []) | json }}
+    - command: {{ pillar.get("kolla_command", "salt-call state.apply kolla.deploy") | json }}
     - order: 3
     - failhard: true
 {%- endif %}
