@@ -1067,7 +1067,7 @@ def test_salt_run_upgrades_a_release_and_rolls_it_back_as_the_cli_does(hosts, cl
 
     pins_file.write_text(yaml.safe_dump({"services": {"keystone": {"release": new}}}))
     try:
-        kolla("build", "--push")   # keystone at the new release, tagged for the lab's registry
+        kolla("build", "--release", new, "--push", "keystone", "toolbox")   # its image and its jobs', in the registry
         upgraded = salt_run("kolla.upgrade", {"kolla_services": ["keystone"]})
     except BaseException:
         pins_file.unlink()
