@@ -37,6 +37,7 @@ from common import KOLLA
 from probes import BackendWatch, api_probes, capacity, load
 
 from kolla_salt.declaration.releases import load_releases
+from kolla_salt.declaration.roles import client_lists
 from kolla_salt.declaration.settings import load_settings
 
 
@@ -145,7 +146,7 @@ def main():
         parser.error("--step and --hold must be positive, --max-users at least 1")
     with cloud(args.config_dir) as (config_dir, settings, password):
         vip, port = settings["kolla_internal_vip_address"], settings["keystone_public_port"]
-        probes = api_probes(port, password, vip)
+        probes = api_probes(port, password, vip, client_lists(settings))
         print(f"[saturation] {', '.join(probes)} through {vip}, {args.step:.0f} s a step", flush=True)
         best, capacity_users = capacity(lambda users: step(probes, settings, users, args.step), len(probes),
                                         args.max_users)

@@ -152,16 +152,13 @@ def projects_listed(port, token, address="127.0.0.1"):
     return probe
 
 
-# A list call per catalog type: what a user's client asks most (openstack server list, ...).
-LIST_CALLS = {"compute": "/servers", "network": "/v2.0/networks", "image": "/v2/images"}
-
-
-def api_probes(port, password, address="127.0.0.1"):
+def api_probes(port, password, address, lists):
     """{API name: probe} for a user's load through the VIP: `keystone` issues a token
     scoped to the admin project (what every `openstack` command starts with), and one
-    probe per catalog type of LIST_CALLS lists that API's resources with the admin's
-    token, at the public endpoint keystone's catalog gives (the services' `register:`
-    blocks)."""
+    probe per catalog type of `lists` ({type: path}: the folders' `lists`,
+    kolla_salt.declaration.roles.client_lists) lists that API's resources with the
+    admin's token, at the public endpoint keystone's catalog gives (the services'
+    `register:` blocks)."""
     with token_issue(port, password, address, project="admin", timeout=30) as answer:
         token, catalog = answer.headers["X-Subject-Token"], json.load(answer)["token"]["catalog"]
 
@@ -179,9 +176,9 @@ def api_probes(port, password, address="127.0.0.1"):
 
     probes = {"keystone": token_probe}
     for entry in catalog:
-        if entry["type"] in LIST_CALLS:
+        if entry["type"] in lists:
             url = next(e["url"] for e in entry["endpoints"] if e["interface"] == "public").rstrip("/")
-            probes[entry["name"]] = lister(url + LIST_CALLS[entry["type"]])
+            probes[entry["name"]] = lister(url + lists[entry["type"]])
     return probes
 
 

@@ -6,7 +6,7 @@ import sys
 from ..declaration.tree import all_services, in_set
 from ..errors import KollaError, ValidationError
 from ..roads.statereturns import on_host, summarise
-from .common import _host_name, _host_settings, _release, _select, _settings, _split
+from .common import _host_settings, _release, _select, _settings, _split
 from .declaring import _declaration_files, _declaring, _undeclared
 
 
@@ -18,41 +18,18 @@ def cmd_deploy(args):
 def cmd_rotate_keys(args):
     """Rotates the key repositories that rotate (keystone's fernet keys): the staged key
     becomes the primary one, a new key is staged; then deploys their services, which
-    writes the new keys on every host. Refused while some host does not hold the
-    current keys yet (its deploy did not reach it): the key made primary now must have
-    been on every host as the staged one ("distribute before use")."""
+    writes the new keys on every host (kolla_salt.operations.keys.rotate; through a
+    master the orchestration kolla.rotate_keys). Refused while some host does not hold
+    the current keys yet (its deploy did not reach it): the key made primary now must
+    have been on every host as the staged one ("distribute before use")."""
     from ..operations import keys
-    warnings = []
-    declared = args.road.declaration(warnings=warnings)
-    for warning in warnings:
-        print(f"warning: {warning}", file=sys.stderr)
-    prefix = _settings(args)["container_name_prefix"]
-    rotating = []
-    for service, repositories in keys.declared().items():
-        hosts = sorted(h for h, d in declared.items() if any(s["name"] == service for s in d["services"]))
-        for name, entry in repositories.items():
-            if "rotate" not in entry or not hosts:
-                continue
-            path = keys.repository_path(args.config_dir, service, name)
-            current = keys.load(path)
-            volume = prefix + entry["volume"]
-            held = args.road.returns(hosts, "kolla_keys.digest", volume, timeout=30)
-            behind = [_host_name(h) for h in hosts if held.get(h) != keys.digest(current)]
-            if behind:
-                raise KollaError(f"{path}: not rotated: {', '.join(behind)} do(es) not hold these keys in {volume} "
-                                 f"yet (or did not answer); run `kolla-salt deploy` first, so the key made "
-                                 f"primary is on every host before it is used; nothing was changed")
-            rotating.append((service, path, keys.rotated(current, entry["rotate"])))
-    if not rotating:
+    names = keys.rotating_services({s["name"] for s in all_services(args.road.declared())})
+    if not names:
         print("[rotate-keys] no host runs a service with keys that rotate; nothing to do")
         return 0
-    for service, path, new in rotating:
-        keys.save(path, new)
-        print(f"[rotate-keys] {path}: key {max(map(int, new))} is the primary one now, a new key is staged, "
-              f"{len(new)} kept")
-    args.services = ",".join(sorted({service for service, _, _ in rotating}))
     args.test, args.allow_release_jump = False, False
-    return cmd_deploy(args)
+    facts, hosts, names = args.road.deploying(names)
+    return _converge(args, "rotate_keys", facts, hosts, names, {"kolla_rotate_keys": True})
 
 
 def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=False):

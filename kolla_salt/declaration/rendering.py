@@ -28,7 +28,7 @@ def _service_templates():
 # The keys a folder's definition may hold (docs/service-folder.md says each): a
 # misspelt one would be ignored in silence.
 DEFINITION_KEYS = ("role", "needs", "runs_behind", "serial", "pause_between_hosts", "rollout", "caches_database",
-                   "restore_forgets", "loadbalancer", "register", "containers", "jobs")
+                   "restore_forgets", "loadbalancer", "register", "lists", "containers", "jobs")
 
 
 def unknown_definition_keys(service, definition):

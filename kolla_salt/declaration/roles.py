@@ -135,6 +135,14 @@ def enabled_definitions(settings, pins=None):
     return found
 
 
+def client_lists(settings):
+    """{keystone service type: the path after its public endpoint that lists what a
+    user's client lists most} of the enabled services' folders (`lists`): the load a
+    user puts on the APIs, as the load tests and benchmarks make it."""
+    return {kind: path for _, _, definition, _ in enabled_definitions(settings)
+            for kind, path in (definition.get("lists") or {}).items()}
+
+
 def declared_services(settings, pins, minion_id):
     """The services the declaration places on host `minion_id`, in tree order, in the
     shape of the pillar's entries as far as the checks before a deploy read them

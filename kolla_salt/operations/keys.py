@@ -119,6 +119,43 @@ def rotated(keys, keep):
     return new
 
 
+def rotating_services(placed):
+    """The services of `placed` (those running on some host) with a repository that
+    rotates: what `rotate-keys` deploys once it rotated them."""
+    return sorted(service for service, repositories in declared().items()
+                  if service in placed and any("rotate" in entry for entry in repositories.values()))
+
+
+def rotate(config_dir, prefix, placed, held):
+    """rotate-keys' change (on one host before its deploy's salt-call, through a master
+    the runner kolla_keys.rotate): each repository that rotates of a service `placed`
+    on hosts ({service: [hosts]}; None: this host) is rotated and saved, once every
+    one of those hosts holds its current keys in its volume (`held(hosts, volume)`:
+    {host: digest}): the key made primary must have been on every host as the staged
+    one ("distribute before use"). Refused before any file changes, naming the hosts
+    that do not. Lines saying what changed."""
+    rotating = []
+    for service, repositories in declared().items():
+        hosts = placed.get(service) or []
+        for name, entry in repositories.items():
+            if "rotate" not in entry or not hosts:
+                continue
+            path = repository_path(config_dir, service, name)
+            current, volume = load(path), prefix + entry["volume"]
+            found = held(hosts, volume)
+            behind = [host or "this host" for host in hosts if found.get(host) != digest(current)]
+            if behind:
+                raise KollaError(f"{path}: not rotated: {', '.join(behind)} do(es) not hold these keys in {volume} "
+                                 f"yet (or did not answer); run `kolla-salt deploy` first, so the key made primary is "
+                                 f"on every host before it is used; nothing was changed")
+            rotating.append((path, rotated(current, entry["rotate"])))
+    said = []
+    for path, new in rotating:
+        save(path, new)
+        said.append(f"{path}: key {max(map(int, new))} is the primary one now, a new key is staged, {len(new)} kept")
+    return said
+
+
 def digest(keys):
     """A digest of a repository's names and keys (not a secret: compared across hosts)."""
     h = hashlib.sha256()

@@ -416,7 +416,9 @@ class Master(Road):
         nothing (no walk). `command` names the orchestration: deploy, upgrade (its
         first step backs the database up when a container changes release: pillar
         kolla_backup_before_migrations), restore and rollback_release (pillar
-        kolla_restore: a backup, the restore, then kolla.deploy's walk). (ok, [{"hosts":
+        kolla_restore: a backup, the restore, then kolla.deploy's walk), rotate_keys
+        (the keys rotated on the master, then kolla.deploy's walk of their services).
+        (ok, [{"hosts":
         {host: states}, "note", "timing", "failure"} of each step, those of a nested
         orchestration among them]) for the CLI to say."""
         from .rollout import changing_hosts, describe
@@ -489,7 +491,8 @@ WALKS = {"deploy": "a prediction first, then each set where it changes something
          "upgrade": "a prediction first, then set by set and batch by batch where it changes something, each gated "
                     "on the health of the one before",
          "restore": "a backup of what it replaces, the restore, then kolla.deploy's walk",
-         "rollback_release": "a backup of what it replaces, the restore, then kolla.deploy's walk"}
+         "rollback_release": "a backup of what it replaces, the restore, then kolla.deploy's walk",
+         "rotate_keys": "the keys rotated once every host holds the current ones, then kolla.deploy's walk"}
 
 
 def release_paths(hosts, facts, names, release=None):

@@ -93,8 +93,9 @@ class Road(ABC):
 
     @abstractmethod
     def converge(self, command, pillar, test=False, hosts=None, facts=None, predict=False):
-        """(ok, steps) of a deploy, an upgrade, or a restore and the deploy after it
-        (pillar kolla_restore); `hosts` gets what was declared."""
+        """(ok, steps) of a deploy, an upgrade, a restore and the deploy after it (pillar
+        kolla_restore), or a rotation of keys and the deploy after it (pillar
+        kolla_rotate_keys); `hosts` gets what was declared."""
 
     @abstractmethod
     def settle(self, command, hosts=None):

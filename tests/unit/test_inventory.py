@@ -527,7 +527,7 @@ def test_a_misspelt_key_of_a_folders_definition_is_refused_naming_the_file():
     assert unknown_definition_keys("memcached", {"role": "control", "containrs": {}}) == [
         "salt/states/kolla/memcached/service.yaml: unknown key 'containrs' (docs/service-folder.md lists those a "
         "folder may hold: role, needs, runs_behind, serial, pause_between_hosts, rollout, caches_database, "
-        "restore_forgets, loadbalancer, register, containers, jobs)"]
+        "restore_forgets, loadbalancer, register, lists, containers, jobs)"]
     assert unknown_definition_keys("memcached", {"role": "control", "containers": {}}) == []
 
 

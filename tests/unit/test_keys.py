@@ -6,7 +6,7 @@ import os
 import pytest
 
 from kolla_salt.declaration.inventory import build_pillar
-from kolla_salt.errors import ValidationError
+from kolla_salt.errors import KollaError, ValidationError
 from kolla_salt.operations import keys
 from test_loadbalancer import operator_folder
 
@@ -97,3 +97,32 @@ def test_a_host_without_keystone_gets_no_keys(tmp_path):
     assert found["host1"]["keystone"]["keys"][0]["keys"]
     assert all("keystone" not in found[host] for host in ("host2", "host3"))
     assert all(not service["keys"] for host in ("host2", "host3") for service in found[host].values())
+
+
+def test_rotate_keys_rotates_only_once_every_host_holds_the_current_keys(tmp_path):
+    """"Distribute before use": while one host's volume lacks the current keys nothing
+    is rotated, and the refusal names that host; once each holds them, keystone's
+    fernet keys rotate (its credential keys never do) and only keystone's services
+    are what the rotation deploys."""
+    fernet = keys.repository_path(tmp_path, "keystone", "fernet")
+    keys.save(fernet, keys.new_repository())
+    keys.save(keys.repository_path(tmp_path, "keystone", "credential"), keys.new_repository())
+    current = keys.digest(keys.load(fernet))
+    placed = {"keystone": ["host1", "host2"], "memcached": ["host1"]}
+    asked = []
+
+    def held(behind):
+        def digests(hosts, volume):
+            asked.append(volume)
+            return {host: "other" if host in behind else current for host in hosts}
+        return digests
+
+    with pytest.raises(KollaError) as refused:
+        keys.rotate(tmp_path, "kst_", placed, held({"host2"}))
+    assert "not rotated: host2 do(es) not hold these keys in kst_keystone_fernet_keys" in str(refused.value)
+    assert keys.digest(keys.load(fernet)) == current
+    staged = keys.load(fernet)["0"]
+    said = keys.rotate(tmp_path, "kst_", placed, held(set()))
+    assert said == [f"{fernet}: key 2 is the primary one now, a new key is staged, 3 kept"]
+    assert keys.load(fernet)["2"] == staged and set(asked) == {"kst_keystone_fernet_keys"}
+    assert keys.rotating_services(placed) == ["keystone"]
