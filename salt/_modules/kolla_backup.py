@@ -23,9 +23,11 @@ def __virtual__():
     return __virtualname__
 
 
-def _kolla():
+def _kolla(fresh=False):
+    """The kolla pillar this minion holds, or with `fresh` the one the master compiles
+    now (an operator's change since the last state run is in it)."""
     from kolla_salt.declaration.inventory import compiled
-    return compiled(__pillar__)
+    return compiled(__salt__["pillar.items"](unmask=True) if fresh else __pillar__)
 
 
 def _backups():
@@ -104,16 +106,17 @@ def before_migrations(services, command):
     return {"releases": releases, "backup": take_here(why)}
 
 
-def changing(services=None):
+def changing(services=None, fresh=False):
     """The releases this host's `services` (all declared here when empty) go to that a
     container of theirs does not run yet (kolla_salt.operations.backup.changing_releases):
     an upgrade through a master backs the database up first when a host says one
-    (the runner kolla_galera.before_migrations)."""
+    (the runner kolla_galera.before_migrations, with `fresh`: the declaration as the
+    master compiles it now, not as this minion last held it)."""
     import docker
 
     from kolla_salt.declaration.releases import running_releases
     from kolla_salt.operations.backup import changing_releases
-    kolla = _kolla()
+    kolla = _kolla(fresh)
     selected = [s for s in kolla["services"] if not services or s["name"] in services]
     running = running_releases(docker.from_env(timeout=300), kolla["settings"]["container_name_prefix"])
     return sorted(changing_releases(selected, running))

@@ -158,7 +158,7 @@ def _before_migrations(target, result, why, services=None):
     is about to change release (kolla_backup.changing): migrations that no container
     rollback takes back."""
     client, everyone = _client(), __salt__["kolla_rollout.hosts"]("*")
-    said = ask(client, everyone, "kolla_backup.changing", kwarg={"services": services or []})
+    said = ask(client, everyone, "kolla_backup.changing", kwarg={"services": services or [], "fresh": True})
     silent = [h for h in everyone if not isinstance(said.get(h), list)]
     if silent:
         return _fail(result, "no backup before the migrations, so none was run: " + "; ".join(

@@ -1042,7 +1042,9 @@ def test_salt_run_upgrades_a_release_and_rolls_it_back_as_the_cli_does(hosts, cl
     taken back and `kolla.rollback_release` with only the release in its pillar puts
     the database back as that backup holds it (a database made since is gone on every
     member), founds the cluster again and runs every keystone at the old release.
-    Tokens are issued after each, and `deploy --test` predicts no change."""
+    No token request through the VIP fails while keystone crosses the releases (a
+    restore stops keystone: the rollback is an outage by design); tokens are issued
+    after each, and `deploy --test` predicts no change."""
     from kolla_salt.declaration.releases import load_releases
     from kolla_salt.roads.master import flattened
     lab_, road = cloud["lab"], cloud["lab"].master()
@@ -1068,10 +1070,17 @@ def test_salt_run_upgrades_a_release_and_rolls_it_back_as_the_cli_does(hosts, cl
     pins_file.write_text(yaml.safe_dump({"services": {"keystone": {"release": new}}}))
     try:
         kolla("build", "--release", new, "--push", "keystone", "toolbox")   # its image and its jobs', in the registry
-        upgraded = salt_run("kolla.upgrade", {"kolla_services": ["keystone"]})
+        probe = vip_client(hosts[1], admin_password=password)
+        try:
+            upgraded = salt_run("kolla.upgrade", {"kolla_services": ["keystone"]})
+        finally:
+            seen = json.loads(probe.communicate(input="", timeout=120)[0])
     except BaseException:
         pins_file.unlink()
         raise
+    print(f"keystone {old} -> {new} host by host by salt-run alone, a client asking for tokens through the VIP: "
+          f"{seen['sent']} requests, {seen['failed']} failed, longest gap {seen['gap']:.2f} s")
+    assert seen["failed"] == 0 and seen["sent"] > 0, seen["failures"]
     backup = re.search(r"backup (\S+) \(", upgraded["kolla-upgrade-backup-before-migrations"].get("note", ""))
     assert backup and f"before the upgrade to {new}" in upgraded["kolla-upgrade-backup-before-migrations"]["note"], \
         upgraded
