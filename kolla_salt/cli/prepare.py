@@ -113,12 +113,9 @@ def cmd_validate(args):
     services = pillar["kolla"]["services"]
     print(f"{args.config_dir}: valid; {len(services)} service(s) for this host: "
           + ", ".join(s["name"] for s in services))
-    if any(s["name"] == "nova_compute" for s in services):
-        settings = pillar["kolla"]["settings"]
-        print(f"guests run with {settings['nova_compute_virt_type']}; this host offers {settings['virtualization']}")
-    if any(s["name"] == "openvswitch" for s in services):
-        print(f"Open vSwitch forwards with the {pillar['kolla']['settings']['ovs_datapath_type']} datapath "
-              f"(system: the kernel's openvswitch module; netdev: userspace)")
+    from ..declaration.settings import validation_lines
+    for line in validation_lines([s["name"] for s in services], pillar["kolla"]["settings"]):
+        print(line)
 
 
 def cmd_releases(args):

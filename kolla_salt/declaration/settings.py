@@ -184,7 +184,7 @@ def value_rules(defaults, origin, problems):
     return found
 
 
-DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files", "database")
+DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files", "database", "says")
 
 
 def service_declarations(problems):
@@ -195,7 +195,7 @@ def service_declarations(problems):
     beyond its type (`rules`, value_rules), whether it is the cloud's front door,
     after whose deploy the admin's client files are written (`client_files`), and
     whether it is the cloud's database, which backups copy and restores put back
-    (`database`)."""
+    (`database`), and what `validate` says of it on a host that runs it (`says`)."""
     found = []
     for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
         declared = read_yaml(path, problems)
@@ -211,6 +211,8 @@ def service_declarations(problems):
             problems.append(f"{path}: key 'rules' must be a mapping of settings to their rules")
         elif not all(isinstance(declared.get(key, False), bool) for key in ("client_files", "database")):
             problems.append(f"{path}: keys 'client_files' and 'database' must be true or false")
+        elif not isinstance(declared.get("says", ""), str):
+            problems.append(f"{path}: key 'says' must be a line of text (its host's settings in braces)")
         else:
             found.append((path, declared))
     return found
@@ -220,6 +222,14 @@ def client_file_services():
     """The services whose settings.yml says `client_files`: a deploy of one writes the
     admin's client files (keystone)."""
     return {path.parent.name for path, declared in _checked(service_declarations, None) if declared.get("client_files")}
+
+
+def validation_lines(names, settings):
+    """What `kolla-salt validate` says of the services `names` on a host whose settings
+    are `settings`: each folder's `says`, its {keys} that host's values."""
+    said = {path.parent.name: declared["says"] for path, declared in _checked(service_declarations, None)
+            if declared.get("says")}
+    return [said[name].format(**settings) for name in names if name in said]
 
 
 def database_service():

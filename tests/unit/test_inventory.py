@@ -534,3 +534,13 @@ def test_a_misspelt_key_of_a_folders_definition_is_refused_naming_the_file():
 def test_the_services_after_whose_deploy_the_client_files_are_written_come_from_their_folders():
     from kolla_salt.declaration.settings import client_file_services
     assert client_file_services() == {"keystone"}
+
+
+def test_what_validate_says_of_a_service_comes_from_its_folder_with_the_hosts_values():
+    """nova_compute's and openvswitch's folders say what `validate` prints of them on a
+    host that runs them; a service whose folder says nothing adds no line."""
+    from kolla_salt.declaration.settings import validation_lines
+    settings = {"nova_compute_virt_type": "qemu", "virtualization": "emulation", "ovs_datapath_type": "netdev"}
+    assert validation_lines(["keystone", "openvswitch", "nova_compute"], settings) == [
+        "Open vSwitch forwards with the netdev datapath (system: the kernel's openvswitch module; netdev: userspace)",
+        "guests run with qemu; this host offers emulation"]
