@@ -5,6 +5,7 @@
 
 Every problem is named with its file and key (ValidationError) before anything changes.
 """
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -235,7 +236,13 @@ def validation_lines(names, settings):
 def database_service():
     """The service whose settings.yml says `database` (mariadb): the one database
     every service's jobs fill, which backups copy, restores put back and Galera
-    recovery founds again. A ValidationError when no folder or more than one says so."""
+    recovery founds again. A ValidationError when no folder or more than one says so.
+    Read once per folder of services (a pillar's compile asks it for every service)."""
+    return _database_service(paths.SERVICES_DIR)
+
+
+@functools.lru_cache(maxsize=None)
+def _database_service(services_dir):
     found = sorted(path.parent.name for path, declared in _checked(service_declarations, None)
                    if declared.get("database"))
     if len(found) != 1:

@@ -216,6 +216,11 @@ def master_secrets(config_dir, name):
     return Path(config_dir) / "mariadb-backups" / name / SECRETS
 
 
+def migrations_why(releases, command):
+    """The reason an upgrade's backup gives (one host's state, a master's runner)."""
+    return f"before the upgrade to {', '.join(sorted(releases))} ({command})"
+
+
 def scheduled_why(settings):
     return f"{SCHEDULED} (mariadb_backup_interval_minutes: {settings['mariadb_backup_interval_minutes']})"
 

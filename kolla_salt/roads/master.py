@@ -272,19 +272,14 @@ class Master(Road):
         """kolla_galera.backup: the last Synced member of the hosts `target` places
         mariadb on is copied, desynced meanwhile; its manifest with the "host" that
         keeps it (the secrets its data needs stay on the master). Fails saying why."""
-        from ..operations.backup import master_secrets
         self.say(f"[mariadb-backup] copying the last Synced member of {target}")
         ok, result = self.run("kolla_galera.backup", target=target, why=json.dumps(why), incremental=incremental,
                               timeout=3700)
         result = result if isinstance(result, dict) else {"error": str(result)}
         if result.get("error") or not ok or not result.get("manifest"):
             raise KollaError(result.get("error") or "salt-run kolla_galera.backup failed")
-        manifest = result["manifest"]
-        self.say(f"[mariadb-backup] {result['host']}: backup {manifest['name']} "
-                 f"({manifest['archive']['bytes'] >> 20} MiB in {manifest['seconds']} s"
-                 + (", the member desynced meanwhile" if manifest.get("desynced") else "")
-                 + f"); the secrets its data needs: {master_secrets(self.operator_folder(), manifest['name'])}")
-        return {**manifest, "host": result["host"]}
+        self.say(f"[mariadb-backup] {result['note']}")
+        return {**result["manifest"], "host": result["host"]}
 
     def declared(self, hosts=None):
         """{host: {"services": the entries the CLI reads}} of every host of `hosts` (their
@@ -418,9 +413,8 @@ class Master(Road):
         kolla_backup_before_migrations), restore and rollback_release (pillar
         kolla_restore: a backup, the restore, then kolla.deploy's walk), rotate_keys
         (the keys rotated on the master, then kolla.deploy's walk of their services).
-        (ok, [{"hosts":
-        {host: states}, "note", "timing", "failure"} of each step, those of a nested
-        orchestration among them]) for the CLI to say."""
+        (ok, [{"hosts": {host: states}, "note", "timing", "failure"} of each step,
+        those of a nested orchestration among them]) for the CLI to say."""
         from .rollout import changing_hosts, describe
         names = pillar.get("kolla_services") or []
         for host, declared in sorted(hosts.items()):
@@ -490,8 +484,8 @@ WALKS = {"deploy": "a prediction first, then each set where it changes something
                    "healthy, side by side with the sets that do not wait for each other",
          "upgrade": "a prediction first, then set by set and batch by batch where it changes something, each gated "
                     "on the health of the one before",
-         "restore": "a backup of what it replaces, the restore, then kolla.deploy's walk",
-         "rollback_release": "a backup of what it replaces, the restore, then kolla.deploy's walk",
+         **dict.fromkeys(("restore", "rollback_release"), "a backup of what it replaces, the restore, then "
+                                                            "kolla.deploy's walk"),
          "rotate_keys": "the keys rotated once every host holds the current ones, then kolla.deploy's walk"}
 
 

@@ -245,8 +245,8 @@ class Here(Road):
         kolla_backup_before_migrations backing the database up within the run, and a
         restore, its pillar kolla_restore putting a backup back before the services
         start; with pillar kolla_rotate_keys the keys of `kolla_services` are rotated
-        first, kolla_salt.operations.keys.rotate) on this host: salt-call --local state.apply kolla.deploy with `pillar`, the pillar
-        compiled once, by Salt; the health loop's restarts paused meanwhile (it must
+        first, kolla_salt.operations.keys.rotate) on this host: salt-call --local
+        state.apply kolla.deploy with `pillar`, the pillar compiled once, by Salt; the health loop's restarts paused meanwhile (it must
         not restart a container being swapped in). Refused before anything changed as
         its first states say (statereturns.refused). (ok, [the one step: {"hosts":
         {None: its states}}]); `hosts` gets what the run deployed. `facts`,
@@ -255,7 +255,8 @@ class Here(Road):
         names = pillar.get("kolla_services") or []
         if pillar.get("kolla_rotate_keys") and not test:   # before Salt compiles the pillar that writes them
             from ..operations import keys
-            for line in keys.rotate(self.config_dir, self.settings["container_name_prefix"], dict.fromkeys(names, [None]),
+            for line in keys.rotate(self.config_dir, self.settings["container_name_prefix"],
+                                    dict.fromkeys(names, [None]),
                                     lambda hosts, volume: self.ask_all("kolla_keys.digest", volume)):
                 print(f"[{command}] {line}", flush=True)
         print(f"[{command}] {'checking' if test else 'deploying'} "

@@ -102,8 +102,8 @@ def before_migrations(services, command):
     releases = changing(services)
     if not releases or __opts__["test"]:
         return {"releases": releases, "backup": None}
-    why = f"before the upgrade to {', '.join(releases)} ({command})"
-    return {"releases": releases, "backup": take_here(why)}
+    from kolla_salt.operations.backup import migrations_why
+    return {"releases": releases, "backup": take_here(migrations_why(releases, command))}
 
 
 def changing(services=None, fresh=False):

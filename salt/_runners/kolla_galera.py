@@ -146,9 +146,9 @@ def _backup(target, result, why, incremental=False):
     secrets.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     write_secrets(config_dir, secrets)
     result["manifest"] = manifest
+    desynced = ", the member desynced meanwhile" if manifest.get("desynced") else ""
     result["note"] = (f"{host}: backup {manifest['name']} ({manifest['archive']['bytes'] >> 20} MiB in "
-                      f"{manifest['seconds']} s" + (", the member desynced meanwhile" if manifest.get("desynced") else "")
-                      + f"; {why}); the secrets its data needs: {secrets}")
+                      f"{manifest['seconds']} s{desynced}; {why}); the secrets its data needs: {secrets}")
     return result
 
 
@@ -163,11 +163,12 @@ def _before_migrations(target, result, why, services=None):
     if silent:
         return _fail(result, "no backup before the migrations, so none was run: " + "; ".join(
             f"{h}: {_last_line(said.get(h))}" for h in silent))
-    changing = sorted({release for releases in said.values() for release in releases})
+    from kolla_salt.operations.backup import migrations_why
+    changing = {release for releases in said.values() for release in releases}
     if not changing:
         result["note"] = "no container changes release: no backup needed before the migrations"
         return result
-    return _backup(target, result, f"before the upgrade to {', '.join(changing)} ({why})")
+    return _backup(target, result, migrations_why(changing, why))
 
 
 def rollback_plan(release):
@@ -193,8 +194,8 @@ def rollback_plan(release):
         elsewhere = sorted({f"{s['name']}: {s['release']}" for s in services if s["release"] != release})
         if elsewhere:
             raise ValidationError([f"{config_dir}/globals.yml: openstack_release (and pins.yml) must declare "
-                                   f"{release} for every service before the database goes back ({', '.join(elsewhere)}); "
-                                   f"`kolla-salt rollback --release {release}` declares it"])
+                                   f"{release} for every service before the database goes back "
+                                   f"({', '.join(elsewhere)}); `kolla-salt rollback --release {release}` declares it"])
         database = next((s for s in placement(config_dir) if s["database"]), None)
         if database is None:
             raise ValidationError([f"{config_dir}/globals.yml: {database_service()} runs on no host: no backup to "

@@ -7,6 +7,7 @@
     holds the current keys ("distribute before use"; refused otherwise, naming the
     hosts, nothing changed); then kolla.deploy's walk of those services writes the new
     keys on every host. -#}
+{%- from "kolla/orchestrate.jinja" import deploy_after %}
 {%- set only = pillar.get("kolla_services") or salt["saltutil.runner"]("kolla_keys.rotating") %}
 {%- if not only %}
 kolla-rotate-keys-nothing:
@@ -20,10 +21,5 @@ kolla-rotate-keys-rotate:
     - services: {{ only | json }}
     - failhard: true
 
-kolla-rotate-keys-deploy:
-  salt.runner:
-    - name: state.orchestrate
-    - mods: kolla.deploy
-    - pillar: {{ {"kolla_services": only} | json }}
-    - failhard: true
+{{ deploy_after("kolla-rotate-keys", {"kolla_services": only}) }}
 {%- endif %}
