@@ -35,7 +35,8 @@ from .pins import Pins, changed as changed_passwords, load_pins
 from .registration import registration_job
 from .rendering import ServiceRenderer, unknown_definition_keys
 from .roles import database_facts, host_patterns, placed_on, release_skew, unmet_needs
-from .settings import DERIVED_PASSWORDS, database_service, load_passwords, load_settings, settings_for_release
+from .settings import (DERIVED_PASSWORDS, database_service, host_offer_problems, host_offered, load_passwords,
+                       load_settings, settings_for_release)
 from .tree import service_order, waits
 
 
@@ -318,9 +319,7 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
     interfaces = interfaces or local_interfaces()
     host = host_facts(settings, interface_address(settings, interfaces))
     virtualization = virtualization or virt.detect()
-    host.update(nova_compute_virt_type=settings["nova_compute_virt_type"] or virtualization.virt_type,
-                virtualization=virtualization.describe(),
-                ovs_datapath_type=settings["ovs_datapath_type"] or virtualization.ovs_datapath_type)
+    host.update(host_offered(settings, virtualization), virtualization=virtualization.describe())
     host.update(tunnel_facts(settings, interfaces, host["ovs_datapath_type"]))
     problems = external_link_problems(settings, interfaces)
     if problems:
@@ -339,11 +338,10 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
                             f"next deploy serves it")
     services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers,
                               certificates.trusted_ca(settings, config_dir))
-    if settings["nova_compute_virt_type"] == "kvm" and not virtualization.kvm \
-            and any(s["name"] == "nova_compute" for s in services):
-        raise ValidationError([f"{Path(config_dir) / 'globals.yml'}: key 'nova_compute_virt_type' is kvm, but "
-                               f"{minion_id} has {virtualization.why.removesuffix(': emulation')}: set it to "
-                               f"qemu (emulation), or leave it empty for what each host offers"])
+    problems = host_offer_problems({s["name"] for s in services}, settings, virtualization,
+                                   Path(config_dir) / "globals.yml", minion_id)
+    if problems:
+        raise ValidationError(problems)
     pillar = {"kolla": {"settings": {**settings, **host}, "passwords": used_passwords(passwords, services),
                         "services": services,
                         "pins": pins.describe()}}

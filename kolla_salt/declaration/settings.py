@@ -185,7 +185,10 @@ def value_rules(defaults, origin, problems):
     return found
 
 
-DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files", "database", "says")
+DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files", "database", "says",
+                    "host_offers")
+# What a host offers that a setting may follow (kolla_salt.declaration.virt.Virtualization).
+HOST_OFFERS = ("virt_type", "ovs_datapath_type")
 
 
 def service_declarations(problems):
@@ -196,7 +199,8 @@ def service_declarations(problems):
     beyond its type (`rules`, value_rules), whether it is the cloud's front door,
     after whose deploy the admin's client files are written (`client_files`), and
     whether it is the cloud's database, which backups copy and restores put back
-    (`database`), and what `validate` says of it on a host that runs it (`says`)."""
+    (`database`), what `validate` says of it on a host that runs it (`says`), and
+    which of its settings follow what each host offers (`host_offers`, host_offered)."""
     found = []
     for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
         declared = read_yaml(path, problems)
@@ -214,6 +218,8 @@ def service_declarations(problems):
             problems.append(f"{path}: keys 'client_files' and 'database' must be true or false")
         elif not isinstance(declared.get("says", ""), str):
             problems.append(f"{path}: key 'says' must be a line of text (its host's settings in braces)")
+        elif offer_problems := _offer_problems(path, declared):
+            problems.extend(offer_problems)
         else:
             found.append((path, declared))
     return found
@@ -231,6 +237,48 @@ def validation_lines(names, settings):
     said = {path.parent.name: declared["says"] for path, declared in _checked(service_declarations, None)
             if declared.get("says")}
     return [said[name].format(**settings) for name in names if name in said]
+
+
+def _offer_problems(path, declared):
+    offers = declared.get("host_offers") or {}
+    if not isinstance(offers, dict):
+        return [f"{path}: key 'host_offers' must be a mapping of its settings to what a host offers"]
+    problems = []
+    for key, offer in offers.items():
+        where = f"{path}: key 'host_offers.{key}'"
+        if key not in (declared.get("settings") or {}):
+            problems.append(f"{where}: the file declares no setting {key!r}")
+        elif not isinstance(offer, dict) or offer.get("fact") not in HOST_OFFERS \
+                or not isinstance(offer.get("needs", []), list) or set(offer) - {"fact", "needs", "otherwise"}:
+            problems.append(f"{where}: expected {{fact: one of {', '.join(HOST_OFFERS)}, needs: [values only a "
+                            f"host that offers them takes], otherwise: what to set instead}}")
+    return problems
+
+
+def host_offered(settings, virtualization):
+    """{setting: its value on a host offering `virtualization`} of every folder's
+    `host_offers`: an empty value is what the host offers (nova_compute_virt_type kvm
+    or qemu)."""
+    return {key: settings[key] or getattr(virtualization, offer["fact"])
+            for _, declared in _checked(service_declarations, None)
+            for key, offer in (declared.get("host_offers") or {}).items()}
+
+
+def host_offer_problems(names, settings, virtualization, where, minion_id):
+    """The values of the services `names`' settings that the host `minion_id` does not
+    offer (nova_compute_virt_type kvm without KVM), each naming `where` (globals.yml),
+    the key, what the host lacks and what to set instead."""
+    problems = []
+    for path, declared in _checked(service_declarations, None):
+        if path.parent.name not in names:
+            continue
+        for key, offer in (declared.get("host_offers") or {}).items():
+            value = settings[key]
+            if value in offer.get("needs", []) and getattr(virtualization, offer["fact"]) != value:
+                lacks = virtualization.why.removesuffix(": emulation")
+                problems.append(f"{where}: key {key!r} is {value}, but {minion_id} has {lacks}"
+                                + (f": {offer['otherwise']}" if offer.get("otherwise") else ""))
+    return problems
 
 
 def database_service():
