@@ -230,6 +230,12 @@ class Here(Road):
     def galera_recovery(self):
         raise ValidationError(["mariadb-recovery: Galera runs on several hosts; give --master DIR or --lab NAME"])
 
+    def compute(self, action, host, timeout):
+        """Against the cloud's APIs from here, as its admin (clouds.yaml), saying each step as it goes."""
+        from ..operations.compute import Compute, connect
+        compute = Compute(connect(self.config_dir), out=lambda line: print(line, flush=True))
+        compute.drain(host, timeout=timeout) if action == "drain" else compute.undrain(host)
+
     def secrets_folder(self, name):
         """Beside the backup."""
         from ..operations.backup import backup_directory
