@@ -1,5 +1,6 @@
 """The all-in-one cloud beyond keystone: glance, placement, nova and its compute host
-(nova-compute driving libvirt), neutron with OVN on Open vSwitch, heat, deployed from their service folders, registered with
+(nova-compute driving libvirt), neutron with OVN on Open vSwitch, heat, octavia with
+its OVN provider, deployed from their service folders, registered with
 keystone by the shared registration job, behind haproxy on the VIP, and used through
 the real python-openstackclient (with osc-placement); keystone swapped blue/green
 under load without a failed request."""
@@ -41,6 +42,7 @@ BRIDGE = "kstcloud-br"   # the integration bridge, a device on this host: the te
 NEUTRON = {"enable_openvswitch": True, "enable_ovn": True, "enable_ovn_controller": True, "enable_neutron": True,
            "ovs_integration_bridge": BRIDGE}
 SERVER = "kstcloud-vm"   # a test namespace standing in for a server's plugged interface
+LB_MEMBER = "kstcloud-lbm"   # a test host on the servers' network that serves TCP: a load balancer's member
 PROBER = "kstcloud-host"   # a test host on the servers' network (its own port there)
 VIP = default_settings()["kolla_internal_vip_address"]   # on loopback: the all-in-one's
 EXTERNAL_VIP = "127.0.0.11"   # the external VIP the TLS test gives it, on loopback too
@@ -56,7 +58,7 @@ def cloud(tmp_path_factory, docker_client, built_images):
     env = KollaEnv(tmp_path_factory.mktemp("cloud"), "kstcloud-")
     env.cleanup(docker_client)
     env.write_globals(enable_glance=True, enable_placement=True, enable_haproxy=True, enable_horizon=True, **NOVA,
-                      **NEUTRON, enable_heat=True)
+                      **NEUTRON, enable_heat=True, enable_octavia=True)
     built_images(*service_images(load_settings(env.config_dir)), "guest")   # what it runs, and its servers' guest
     try:   # a failed deploy too leaves nothing running
         started = time.monotonic()
@@ -116,7 +118,8 @@ def keystone_services(register):
 def test_the_catalog_lists_every_registered_service_on_the_vip(cloud):
     catalog = cloud.openstack("catalog", "list", "-c", "Name", "-c", "Type").split("\n")
     declared = [service for register in registered(cloud) for service in keystone_services(register)]
-    assert {"image", "placement", "compute", "orchestration", "cloudformation"} <= {s["type"] for s in declared}
+    assert {"image", "placement", "compute", "orchestration", "cloudformation", "load-balancer"} <= {
+        s["type"] for s in declared}
     for service in declared:
         assert f"{service['name']} {service['type']}" in catalog, catalog
         rows = cloud.openstack("endpoint", "list", "--service", service["type"],
@@ -934,6 +937,121 @@ def test_heat_creates_updates_and_deletes_a_stack_of_a_network_a_port_and_a_serv
     assert "kst-stack" not in env.openstack("stack", "list", "-c", "Stack Name").split()
     assert server_id not in env.openstack("server", "list", "-c", "ID").split()
     assert network_id not in env.openstack("network", "list", "-c", "ID").split()
+
+
+# A load balancer's member in a test host: answers every TCP connection on port 22 (the
+# port the project's default security group lets in) with a line naming itself.
+LB_MEMBER_SERVER = """
+import socket
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("0.0.0.0", 22))
+server.listen(16)
+while True:
+    conn, _ = server.accept()
+    conn.sendall(b"kst-lb-member\\n")
+    conn.close()
+"""
+
+# From the test host on the servers' network (PROBER): TCP connections to ADDRESS:PORT,
+# each from another source port (OVN's SOURCE_IP_PORT hashes it to a member), each
+# ending as the member's first line, "refused" (a member's kernel: nothing listens) or
+# "timeout" (nothing answered); printed as JSON.
+LB_CLIENT = """
+import json, socket, sys
+address, port, tries = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+said = []
+for _ in range(tries):
+    try:
+        with socket.create_connection((address, port), timeout=2) as conn:
+            said.append(conn.recv(64).decode().strip() or "closed")
+    except ConnectionRefusedError:
+        said.append("refused")
+    except OSError as error:
+        said.append(type(error).__name__)
+print(json.dumps(said))
+"""
+
+
+def ovn_load_balancers(docker_client, env):
+    """What OVN's northbound database holds of load balancers (`ovn-nbctl lb-list`)."""
+    listed = docker_client.containers.get(env.name("ovn_nb_db")).exec_run(
+        ["ovn-nbctl", "--db=unix:/run/ovn/ovnnb_db.sock", "lb-list"])
+    assert listed.exit_code == 0, listed.output.decode()
+    return listed.output.decode()
+
+
+def test_octavia_balances_tcp_to_the_servers_with_an_ovn_load_balancer_and_deletes_it(cloud, docker_client, server):
+    """`loadbalancer create --provider ovn` on the servers' subnet, a TCP listener on
+    port 80, a pool (SOURCE_IP_PORT, the one algorithm OVN has) of the server and of a
+    test host serving TCP (port 22, which the default security group lets in): the load
+    balancer ACTIVE and ONLINE, an OVN load balancer in the northbound database with the
+    VIP and both members; a TCP connection from the servers' network to the VIP reaches
+    the test host's server (and those hashed to the server are refused by its kernel:
+    nothing listens there). `loadbalancer delete --cascade`: gone from octavia and from
+    OVN. octavia's containers at rest use what `docker stats` says (printed)."""
+    env = cloud
+    for container in ("octavia_api", "octavia_driver_agent"):
+        assert docker_verdict(docker_client.containers.get(env.name(container))) == "healthy", container
+    at_rest = subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}",
+                              *(env.name(c) for c in ("octavia_api", "octavia_driver_agent"))],
+                             capture_output=True, text=True, timeout=60).stdout
+    print("\noctavia's memory at rest:\n" + at_rest.strip())
+    assert env.openstack("loadbalancer", "provider", "list", "-c", "name").split() == ["ovn"]
+    subnet = env.openstack("subnet", "show", "kst-servers", "-c", "id").strip()
+    host = env.openstack("server", "show", server["id"], "-c", "OS-EXT-SRV-ATTR:host").strip()
+    member = json.loads(env.openstack("port", "create", "--network", "kst-servers", "--host", host,
+                                      "kst-lb-member", "-f", "json", values=False))
+    listener = None
+    try:
+        plug_test_host(LB_MEMBER, member["fixed_ips"][0]["ip_address"], member["mac_address"])
+        plug = docker_client.containers.get(env.name("openvswitch_vswitchd")).exec_run(
+            ["ovs-vsctl", "add-port", BRIDGE, f"{LB_MEMBER}0", "--", "set", "Interface", f"{LB_MEMBER}0",
+             f"external_ids:iface-id={member['id']}"])
+        assert plug.exit_code == 0, plug.output.decode()
+        listener = subprocess.Popen(["ip", "netns", "exec", LB_MEMBER, sys.executable, "-c", LB_MEMBER_SERVER])
+        member_address = member["fixed_ips"][0]["ip_address"]
+        began = time.monotonic()
+        lb = json.loads(env.openstack("loadbalancer", "create", "--name", "kst-lb", "--provider", "ovn",
+                                      "--vip-subnet-id", subnet, "--wait", "-f", "json", values=False))
+        print(f"loadbalancer create (OVN provider) to ACTIVE: {time.monotonic() - began:.1f} s")
+        began = time.monotonic()
+        env.openstack("loadbalancer", "listener", "create", "--name", "kst-lb-tcp", "--protocol", "TCP",
+                      "--protocol-port", "80", "--wait", "kst-lb", values=False)
+        env.openstack("loadbalancer", "pool", "create", "--name", "kst-lb-pool", "--protocol", "TCP",
+                      "--lb-algorithm", "SOURCE_IP_PORT", "--listener", "kst-lb-tcp", "--wait", values=False)
+        for name, address in (("kst-lb-server", server["address"]), ("kst-lb-host", member_address)):
+            env.openstack("loadbalancer", "member", "create", "--name", name, "--address", address,
+                          "--subnet-id", subnet, "--protocol-port", "22", "--wait", "kst-lb-pool", values=False)
+        print(f"listener, pool and two members: {time.monotonic() - began:.1f} s")
+        shown = json.loads(env.openstack("loadbalancer", "show", "kst-lb", "-f", "json", values=False))
+        assert (shown["provider"], shown["provisioning_status"], shown["operating_status"]) == (
+            "ovn", "ACTIVE", "ONLINE"), shown
+        vip = shown["vip_address"]
+        assert vip == lb["vip_address"] and vip.startswith("198.18.21."), shown
+        in_ovn = ovn_load_balancers(docker_client, env)
+        assert f"{vip}:80" in in_ovn and f"{server['address']}:22" in in_ovn and f"{member_address}:22" in in_ovn, (
+            in_ovn)
+        wait_for("ACTIVE member port", lambda: env.openstack("port", "show", member["id"], "-c",
+                                                             "status").strip() == "ACTIVE", 60)
+        tries = subprocess.run(["ip", "netns", "exec", PROBER, sys.executable, "-c", LB_CLIENT, vip, "80", "16"],
+                               capture_output=True, text=True, timeout=120)
+        assert tries.returncode == 0, tries.stderr
+        said = json.loads(tries.stdout)
+        print(f"TCP connections to the VIP from the servers' network: {said}")
+        assert "kst-lb-member" in said, said
+    finally:
+        began = time.monotonic()
+        if "kst-lb" in env.openstack("loadbalancer", "list", "-c", "name").split():
+            env.openstack("loadbalancer", "delete", "--cascade", "--wait", "kst-lb", values=False)
+        print(f"loadbalancer delete --cascade: {time.monotonic() - began:.1f} s")
+        if listener is not None:
+            listener.kill()
+            listener.wait()
+        unplug_test_host(LB_MEMBER)
+        env.openstack("port", "delete", member["id"], values=False)
+    assert "kst-lb" not in env.openstack("loadbalancer", "list", "-c", "name").split()
+    wait_for("the OVN load balancer gone", lambda: vip not in ovn_load_balancers(docker_client, env), 30)
 
 
 def heard_from_compute_since(env, moment):
