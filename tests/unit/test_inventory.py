@@ -23,7 +23,8 @@ def test_globals_override_defaults_and_derive_tag(tmp_path):
     settings = load_settings(tmp_path)
     assert settings["openstack_tag"] == "2026.1-source-trixie"   # the release's default base (releases.yml)
     assert settings["release_versions"] == {"keystone": "29.0.0", "glance": "32.0.0", "placement": "15.0.0", "nova": "33.0.2",
-                                           "neutron": "28.0.2", "horizon": "25.7.3", "heat": "26.0.2"}
+                                           "neutron": "28.0.2", "horizon": "25.7.3", "heat": "26.0.2",
+                                           "octavia": "18.0.1"}
     assert settings["api_interface"] == "lo"
 
 
