@@ -79,6 +79,22 @@ def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=Fal
     return 0 if ok else 1
 
 
+def _move_base(base, old, services, user_globals, pins):
+    """upgrade --base: the cloud declared on `base`, every container crossing by its
+    usual swap, except a service whose folder says why it cannot (settings.yml
+    `base_move`): that one is held on the base it was declared on (pins.yml), said."""
+    from ..declaration.settings import base_move_routes
+    user_globals["kolla_base_distro_version"] = base
+    if base == old:
+        return
+    routes = base_move_routes()
+    for service in services:
+        name = service["name"]
+        if name in routes and not pins.base_of(name):
+            pins.services.setdefault(name, {})["base"] = old
+            print(f"[upgrade] {name} stays on {old} (pins.yml services.{name}.base): {routes[name]}", flush=True)
+
+
 def cmd_upgrade(args):
     """Upgrade = converge to the (new) release in tree order, one container at a time:
     images first, then per service its jobs (schema migrations) and atomic swaps.
@@ -91,6 +107,8 @@ def cmd_upgrade(args):
     the deploy's first states refuse is taken back."""
     if args.release:
         _release(args.release)
+    if args.base and (args.services or args.set):
+        raise ValidationError(["--base: moves the whole cloud; it takes no --services or --set"])
     facts = {}   # through a master the hosts', with what their pillars say of the new declaration (check)
     old = args.road.declared()
     services = _select(all_services(old), _split(args.services))
@@ -114,16 +132,18 @@ def cmd_upgrade(args):
     with _declaring(args, check) as (user_globals, pins):
         if args.release and everything:
             user_globals["openstack_release"] = args.release
-            pins.services.clear()
+            pins.forget_releases()
         for service in services:
             if args.release and not everything:
-                pins.services[service["name"]] = {"release": args.release}
+                pins.services.setdefault(service["name"], {})["release"] = args.release
             for container in service["containers"]:   # held here, or on a host through a master
                 pins.release_container(container["spec"]["name"])
-        # A service pinned to the release every service follows needs no pin.
+        if args.base:
+            _move_base(args.base, settings["kolla_base_distro_version"], services, user_globals, pins)
+        # A service pinned to the release or the base every service follows needs no pin.
         release = user_globals.get("openstack_release", settings["openstack_release"])
-        for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
-            del pins.services[name]
+        base = user_globals.get("kolla_base_distro_version") or settings["kolla_base_distro_version"]
+        pins.drop_followed(release, base)
     args.test = False
     args.road.prepare_images(settings, new)
     try:   # the database is backed up after the checks, before the migrations
