@@ -79,20 +79,29 @@ def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=Fal
     return 0 if ok else 1
 
 
-def _move_base(base, old, services, user_globals, pins):
+def _running_bases(road, declared):
+    """{service: the bases its containers' images are built on, on any host}."""
+    facts, bases = road.preflight(), {}
+    for host, placed in declared.items():
+        running = (facts.get(host) or {}).get("bases", {})
+        for service in placed["services"]:
+            bases.setdefault(service["name"], set()).update(
+                running[c["spec"]["name"]] for c in service["containers"] if c["spec"]["name"] in running)
+    return bases
+
+
+def _move_base(base, running, user_globals, pins):
     """upgrade --base: the cloud declared on `base`, every container crossing by its
     usual swap, except a service whose folder says why it cannot (settings.yml
-    `base_move`): that one is held on the base it was declared on (pins.yml), said."""
+    `base_move`) and that runs on another base (`running`: _running_bases): that one
+    is held on the base it runs on (pins.yml), said."""
     from ..declaration.settings import base_move_routes
     user_globals["kolla_base_distro_version"] = base
-    if base == old:
-        return
-    routes = base_move_routes()
-    for service in services:
-        name = service["name"]
-        if name in routes and not pins.base_of(name):
-            pins.services.setdefault(name, {})["base"] = old
-            print(f"[upgrade] {name} stays on {old} (pins.yml services.{name}.base): {routes[name]}", flush=True)
+    for name, route in base_move_routes().items():
+        held = sorted(found.split("-", 1)[1] for found in running.get(name, ()) if found.split("-", 1)[1] != base)
+        if held and not pins.base_of(name):
+            pins.services.setdefault(name, {})["base"] = held[0]
+            print(f"[upgrade] {name} stays on {held[0]} (pins.yml services.{name}.base): {route}", flush=True)
 
 
 def cmd_upgrade(args):
@@ -128,6 +137,7 @@ def cmd_upgrade(args):
         hosts.update(checked_hosts)
         new.extend(built_here)
     settings = _settings(args)   # the declaration before this command's
+    running_bases = _running_bases(args.road, old) if args.base else {}
     before = _declaration_files(args.config_dir)
     with _declaring(args, check) as (user_globals, pins):
         if args.release and everything:
@@ -139,7 +149,7 @@ def cmd_upgrade(args):
             for container in service["containers"]:   # held here, or on a host through a master
                 pins.release_container(container["spec"]["name"])
         if args.base:
-            _move_base(args.base, settings["kolla_base_distro_version"], services, user_globals, pins)
+            _move_base(args.base, running_bases, user_globals, pins)
         # A service pinned to the release or the base every service follows needs no pin.
         release = user_globals.get("openstack_release", settings["openstack_release"])
         base = user_globals.get("kolla_base_distro_version") or settings["kolla_base_distro_version"]
