@@ -2,6 +2,8 @@
 containers that cross by a swap cross, the database is held on its base. (The release
 upgrade and its rollback are test_cloud.py's whole-cloud tests and
 test_declared_state.py's keystone.)"""
+import time
+
 import pytest
 import yaml
 from conftest import IMAGES
@@ -56,7 +58,9 @@ def test_a_release_jump_is_refused_and_with_the_override_keystone_still_issues_t
     assert "keystone" not in proc.stderr and "memcached" not in proc.stderr, proc.stderr   # they cross by swaps
     assert {c.name: c.id for c in docker_client.containers.list(filters={"name": env.prefix})} == running
 
+    began = time.monotonic()
     out = env.run("upgrade", "--base", "trixie").stdout
+    print(f"\nupgrade --base trixie (keystone and memcached swapped, mariadb held): {time.monotonic() - began:.1f} s")
     assert "[upgrade] mariadb stays on bookworm (pins.yml services.mariadb.base)" in out, out
     assert yaml.safe_load((env.config_dir / "pins.yml").read_text())["services"] == {"mariadb": {"base": "bookworm"}}
     assert "mariadb follows base bookworm" in env.run("status").stdout
