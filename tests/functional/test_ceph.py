@@ -52,7 +52,8 @@ def rbd_export_sha256(env, user):
 
 
 def memory_at_rest(env):
-    return subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}}",
+    """`docker stats`' memory and CPU of the three containers, as printed."""
+    return subprocess.run(["docker", "stats", "--no-stream", "--format", "{{.Name}} {{.MemUsage}} CPU {{.CPUPerc}}",
                            *(env.name(c) for c in CONTAINERS)], capture_output=True, text=True, timeout=60).stdout
 
 
@@ -98,6 +99,7 @@ def test_ceph_on_one_host_is_healthy_serves_rbd_and_keeps_data_across_a_redeploy
     # glance's user reads images only: it may not write in cinder's pool.
     code, said = ceph(docker_client, env, "rbd", "create", "--size", "1", "volumes/kst-glance-may-not", user="glance")
     assert code != 0, said
+    time.sleep(10)   # the manager's modules settle after their first rounds
     at_rest = memory_at_rest(env)
     print("ceph's memory at rest:\n" + at_rest.strip())
 
