@@ -233,16 +233,11 @@ def cmd_init_runonce(args):
 
 
 def cmd_compute(args):
-    """A compute host emptied of its servers, or taking them again (kolla_salt.operations.compute)."""
-    from ..operations.compute import Compute, connect
+    """A compute host emptied of its servers, or taking them again (kolla_salt.operations.compute;
+    through a master, the orchestration kolla.compute)."""
     if args.timeout <= 0:
         raise ValidationError([f"--timeout: {args.timeout}: must be a positive number of seconds"])
-    args.road.clients_here()
-    compute = Compute(connect(args.config_dir), out=lambda m: print(m, flush=True))
-    if args.action == "drain":
-        compute.drain(args.host, timeout=args.timeout)
-    else:
-        compute.undrain(args.host)
+    args.road.compute(args.action, args.host, args.timeout)
 
 
 def cmd_lab(args):

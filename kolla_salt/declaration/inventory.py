@@ -35,7 +35,8 @@ from .pins import Pins, changed as changed_passwords, load_pins
 from .registration import registration_job
 from .rendering import ServiceRenderer, unknown_definition_keys
 from .roles import database_facts, host_patterns, placed_on, release_skew, unmet_needs
-from .settings import DERIVED_PASSWORDS, database_service, load_passwords, load_settings, settings_for_release
+from .settings import (DERIVED_PASSWORDS, base_move_routes, database_service, host_offer_problems, host_offered, load_passwords,
+                       load_settings, service_settings)
 from .tree import service_order, waits
 
 
@@ -74,12 +75,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     host = {**host, **database_facts(settings, passwords, host, peers, minion_id), "inventory_hostname": minion_id}
 
     def renderer_for(service):
-        release = pins.release_of(service) or settings["openstack_release"]
-        if release not in renderers:
-            renderers[release] = ServiceRenderer(
-                settings if release == settings["openstack_release"] else settings_for_release(settings, release),
-                passwords, host)
-        return renderers[release]
+        key = (pins.release_of(service), pins.base_of(service))
+        if key not in renderers:
+            renderers[key] = ServiceRenderer(service_settings(settings, service, pins), passwords, host)
+        return renderers[key]
 
     overrides_root = Path(config_dir) / "config"
     order = service_order()
@@ -140,7 +139,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
                  "base": f"{renderer.settings['kolla_base_distro']}-{renderer.settings['kolla_base_distro_version']}",
                  "containers": [], "jobs": [], "post_jobs": [], "final_jobs": [],
-                 "caches_database": bool(definition.get("caches_database"))}
+                 "caches_database": bool(definition.get("caches_database")),
+                 "base_move": base_move_routes().get(service)}
         trusting = []   # its containers that trust the CA
         for cname, container in (definition.get("containers") or {}).items():
             cwhere = f"{where}: containers.{cname}"
@@ -318,9 +318,7 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
     interfaces = interfaces or local_interfaces()
     host = host_facts(settings, interface_address(settings, interfaces))
     virtualization = virtualization or virt.detect()
-    host.update(nova_compute_virt_type=settings["nova_compute_virt_type"] or virtualization.virt_type,
-                virtualization=virtualization.describe(),
-                ovs_datapath_type=settings["ovs_datapath_type"] or virtualization.ovs_datapath_type)
+    host.update(host_offered(settings, virtualization), virtualization=virtualization.describe())
     host.update(tunnel_facts(settings, interfaces, host["ovs_datapath_type"]))
     problems = external_link_problems(settings, interfaces)
     if problems:
@@ -339,11 +337,10 @@ def build_pillar(config_dir, minion_id="local", interfaces=None, warnings=None, 
                             f"next deploy serves it")
     services = build_services(settings, passwords, host, config_dir, minion_id, pins, peers,
                               certificates.trusted_ca(settings, config_dir))
-    if settings["nova_compute_virt_type"] == "kvm" and not virtualization.kvm \
-            and any(s["name"] == "nova_compute" for s in services):
-        raise ValidationError([f"{Path(config_dir) / 'globals.yml'}: key 'nova_compute_virt_type' is kvm, but "
-                               f"{minion_id} has {virtualization.why.removesuffix(': emulation')}: set it to "
-                               f"qemu (emulation), or leave it empty for what each host offers"])
+    problems = host_offer_problems({s["name"] for s in services}, settings, virtualization,
+                                   Path(config_dir) / "globals.yml", minion_id)
+    if problems:
+        raise ValidationError(problems)
     pillar = {"kolla": {"settings": {**settings, **host}, "passwords": used_passwords(passwords, services),
                         "services": services,
                         "pins": pins.describe()}}

@@ -262,6 +262,22 @@ class Master(Road):
         self.out(line)
         sys.stdout.flush()
 
+    def compute(self, action, host, timeout):
+        """salt-run state.orchestrate kolla.compute: the runner speaks to the cloud from
+        the master (salt/_runners/kolla_compute.py); what it did is said when it ends."""
+        self.say(f"[compute {action}] {host}: salt-run state.orchestrate kolla.compute on the master")
+        ok, steps = self.orchestrate("kolla.compute", {"kolla_compute": {"action": action, "host": host,
+                                                                          "timeout": timeout}},
+                                     timeout=int(timeout) + 120)
+        for step in steps:
+            if step_note(step):
+                self.say(step_note(step))
+        failed = next((step for step in steps if step_failure(step)), None)
+        if failed and _runner_return(failed).get("refused"):
+            raise ValidationError([step_failure(failed)])
+        if not ok or failed:
+            raise KollaError(step_failure(failed) if failed else "salt-run state.orchestrate kolla.compute failed")
+
     # -- the database (salt/_runners/kolla_galera.py) -----------------------------------
     def secrets_folder(self, name):
         """Beside the operator folder (never through Salt)."""

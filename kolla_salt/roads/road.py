@@ -119,5 +119,9 @@ class Road(ABC):
         """The manifest of a new backup of the database."""
 
     @abstractmethod
+    def compute(self, action, host, timeout):
+        """A compute host drained of its servers or undrained (kolla_salt.operations.compute)."""
+
+    @abstractmethod
     def secrets_folder(self, name):
         """Where the secrets backup `name`'s data needs are kept."""

@@ -217,3 +217,30 @@ def test_a_deploy_through_a_master_that_changes_nothing_is_answered_by_the_predi
     with pytest.raises(ValidationError) as refusal:
         master.converge("deploy", {}, hosts=hosts, facts={}, predict=True)
     assert refusal.value.problems == ["h2: keystone: image x is not on this host"] and walks == []
+
+
+def test_a_compute_drain_through_a_master_says_the_runners_lines_and_a_refusal_stays_bad_input(monkeypatch):
+    """kolla.compute's runner speaks to the cloud from the master: what it did is
+    said; servers that fit nowhere are a refusal (exit 2, nothing changed), a failed
+    migration an error."""
+    lines = []
+    master = Master("/nonexistent", out=lines.append)
+
+    def answer(returned, result=True):
+        step = {"salt_|-kolla-compute-drain_|-kolla_compute.drain_|-runner": {
+            "result": result, "__run_num__": 0, "changes": {"return": returned}}}
+        monkeypatch.setattr(master, "command", lambda *args, timeout: subprocess.CompletedProcess(
+            args, 0 if result else 1, stdout=json.dumps({"data": {"master": step}, "retcode": 0 if result else 1}),
+            stderr=""))
+
+    answer({"note": "[compute drain] host2: 1 server(s) to move to host3\n[compute drain] host2: drained in 9.0 s"})
+    master.compute("drain", "host2", 600)
+    assert lines[-1].endswith("host2: drained in 9.0 s")
+    answer({"error": "compute drain host3: these servers fit on no other compute host (none is enabled and up): a",
+            "note": "", "refused": True}, result=False)
+    with pytest.raises(ValidationError, match="fit on no other compute host"):
+        master.compute("drain", "host3", 600)
+    answer({"error": "compute drain host2: the live migration of a failed", "note": "", "refused": False}, False)
+    with pytest.raises(KollaError, match="live migration of a failed") as failed:
+        master.compute("drain", "host2", 600)
+    assert not isinstance(failed.value, ValidationError)

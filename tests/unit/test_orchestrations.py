@@ -62,3 +62,15 @@ def test_a_key_rotation_rotates_then_walks_the_deploy_of_those_services_only():
     assert steps["kolla-rotate-keys-rotate"][1]["services"] == ["keystone"]
     assert steps["kolla-rotate-keys-deploy"][1]["pillar"] == {"kolla_services": ["keystone"]}
     assert list(rendered("rotate_keys", {}, {"kolla_keys.rotating": lambda: []})) == ["kolla-rotate-keys-nothing"]
+
+
+def test_a_compute_drain_is_one_runner_step_on_the_master_and_a_bad_order_is_refused():
+    steps = rendered("compute", {"kolla_compute": {"action": "drain", "host": "host2", "timeout": 90}}, {})
+    assert steps == {"kolla-compute-drain": ("salt.runner", {"name": "kolla_compute.drain", "host": "host2",
+                                                             "timeout": 90.0})}
+    steps = rendered("compute", {"kolla_compute": {"action": "undrain", "host": "host2"}}, {})
+    assert steps == {"kolla-compute-undrain": ("salt.runner", {"name": "kolla_compute.undrain", "host": "host2"})}
+    for order in ({}, {"kolla_compute": {"action": "evacuate", "host": "host2"}}, {"kolla_compute": {"action": "drain"}}):
+        steps = rendered("compute", order, {})
+        assert list(steps) == ["kolla-compute-refused"] and steps["kolla-compute-refused"][1]["name"] == \
+            "kolla_rollout.refuse"

@@ -89,3 +89,23 @@ def test_every_nova_service_ends_its_graceful_shutdown_before_docker_kills_it(tm
                             if section == "DEFAULT"))
         grace, shutdown = int(default["manager_shutdown_timeout"]), int(default["graceful_shutdown_timeout"])
         assert 0 < grace < shutdown < container["spec"]["stop_timeout"], name
+
+
+def test_a_folders_host_offers_of_an_unknown_fact_is_refused_naming_the_file_and_key(tmp_path, monkeypatch):
+    """What a setting takes from the host is the folder's (settings.yml `host_offers`):
+    a fact no host reports is refused before anything is rendered."""
+    import shutil
+
+    from kolla_salt import paths
+    from kolla_salt.declaration.settings import load_settings
+    services = tmp_path / "services"
+    shutil.copytree(paths.SERVICES_DIR, services, ignore=lambda d, names: [n for n in names if n == "templates"])
+    memo = services / "memo" / "settings.yml"
+    memo.parent.mkdir()
+    memo.write_text(yaml.safe_dump({"set": "control", "settings": {"enable_memo": False, "memo_disk": ""},
+                                    "host_offers": {"memo_disk": {"fact": "ssd"}}}))
+    monkeypatch.setattr(paths, "SERVICES_DIR", services)
+    with pytest.raises(ValidationError) as refused:
+        load_settings(tmp_path)
+    assert f"{memo}: key 'host_offers.memo_disk': expected {{fact: one of virt_type, ovs_datapath_type" \
+        in str(refused.value)
