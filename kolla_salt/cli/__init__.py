@@ -64,6 +64,9 @@ def build_parser():
     p.add_argument("--set", help="only the services of this set (top-level set or service name)")
     p.add_argument("--release", help="the release to upgrade to (globals.yml; with --services or --set, "
                                      "pins.yml for those services)")
+    p.add_argument("--base", help="move the whole cloud to this base (kolla_base_distro_version in globals.yml; "
+                                  "a service whose folder says it cannot cross by a swap is held on its base "
+                                  "in pins.yml)")
     p.add_argument("--batch", type=int, default=1, help="through a master: hosts upgraded at a time (default 1)")
     add_release_jump(p)
     add("validate", cmd_validate, "check globals.yml, passwords.yml and config overrides")

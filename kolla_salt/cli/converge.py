@@ -79,6 +79,31 @@ def _converge(args, command, facts, hosts, names, extra_pillar=None, predict=Fal
     return 0 if ok else 1
 
 
+def _running_bases(road, declared):
+    """{service: the bases its containers' images are built on, on any host}."""
+    facts, bases = road.preflight(), {}
+    for host, placed in declared.items():
+        running = (facts.get(host) or {}).get("bases", {})
+        for service in placed["services"]:
+            bases.setdefault(service["name"], set()).update(
+                running[c["spec"]["name"]] for c in service["containers"] if c["spec"]["name"] in running)
+    return bases
+
+
+def _move_base(base, running, user_globals, pins):
+    """upgrade --base: the cloud declared on `base`, every container crossing by its
+    usual swap, except a service whose folder says why it cannot (settings.yml
+    `base_move`) and that runs on another base (`running`: _running_bases): that one
+    is held on the base it runs on (pins.yml), said."""
+    from ..declaration.settings import base_move_routes
+    user_globals["kolla_base_distro_version"] = base
+    for name, route in base_move_routes().items():
+        held = sorted(found.split("-", 1)[1] for found in running.get(name, ()) if found.split("-", 1)[1] != base)
+        if held and not pins.base_of(name):
+            pins.services.setdefault(name, {})["base"] = held[0]
+            print(f"[upgrade] {name} stays on {held[0]} (pins.yml services.{name}.base): {route}", flush=True)
+
+
 def cmd_upgrade(args):
     """Upgrade = converge to the (new) release in tree order, one container at a time:
     images first, then per service its jobs (schema migrations) and atomic swaps.
@@ -91,6 +116,8 @@ def cmd_upgrade(args):
     the deploy's first states refuse is taken back."""
     if args.release:
         _release(args.release)
+    if args.base and (args.services or args.set):
+        raise ValidationError(["--base: moves the whole cloud; it takes no --services or --set"])
     facts = {}   # through a master the hosts', with what their pillars say of the new declaration (check)
     old = args.road.declared()
     services = _select(all_services(old), _split(args.services))
@@ -110,20 +137,23 @@ def cmd_upgrade(args):
         hosts.update(checked_hosts)
         new.extend(built_here)
     settings = _settings(args)   # the declaration before this command's
+    running_bases = _running_bases(args.road, old) if args.base else {}
     before = _declaration_files(args.config_dir)
     with _declaring(args, check) as (user_globals, pins):
         if args.release and everything:
             user_globals["openstack_release"] = args.release
-            pins.services.clear()
+            pins.forget_releases()
         for service in services:
             if args.release and not everything:
-                pins.services[service["name"]] = {"release": args.release}
+                pins.services.setdefault(service["name"], {})["release"] = args.release
             for container in service["containers"]:   # held here, or on a host through a master
                 pins.release_container(container["spec"]["name"])
-        # A service pinned to the release every service follows needs no pin.
+        if args.base:
+            _move_base(args.base, running_bases, user_globals, pins)
+        # A service pinned to the release or the base every service follows needs no pin.
         release = user_globals.get("openstack_release", settings["openstack_release"])
-        for name in [n for n, pin in pins.services.items() if pin["release"] == release]:
-            del pins.services[name]
+        base = user_globals.get("kolla_base_distro_version") or settings["kolla_base_distro_version"]
+        pins.drop_followed(release, base)
     args.test = False
     args.road.prepare_images(settings, new)
     try:   # the database is backed up after the checks, before the migrations

@@ -161,7 +161,7 @@ def _rollback_release(args):
         args.road.check_images(hosts)
     with _declaring(args, check) as (user_globals, pins):
         user_globals["openstack_release"] = args.release
-        pins.services.clear()
+        pins.forget_releases()
         pins.containers.clear()
     if plan["first"]:
         print(f"[rollback] {', '.join(reversed(plan['first']))} stop first, then the services that write to the "

@@ -35,8 +35,8 @@ from .pins import Pins, changed as changed_passwords, load_pins
 from .registration import registration_job
 from .rendering import ServiceRenderer, unknown_definition_keys
 from .roles import database_facts, host_patterns, placed_on, release_skew, unmet_needs
-from .settings import (DERIVED_PASSWORDS, database_service, host_offer_problems, host_offered, load_passwords,
-                       load_settings, settings_for_release)
+from .settings import (DERIVED_PASSWORDS, base_move_routes, database_service, host_offer_problems, host_offered, load_passwords,
+                       load_settings, service_settings)
 from .tree import service_order, waits
 
 
@@ -75,12 +75,10 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
     host = {**host, **database_facts(settings, passwords, host, peers, minion_id), "inventory_hostname": minion_id}
 
     def renderer_for(service):
-        release = pins.release_of(service) or settings["openstack_release"]
-        if release not in renderers:
-            renderers[release] = ServiceRenderer(
-                settings if release == settings["openstack_release"] else settings_for_release(settings, release),
-                passwords, host)
-        return renderers[release]
+        key = (pins.release_of(service), pins.base_of(service))
+        if key not in renderers:
+            renderers[key] = ServiceRenderer(service_settings(settings, service, pins), passwords, host)
+        return renderers[key]
 
     overrides_root = Path(config_dir) / "config"
     order = service_order()
@@ -141,7 +139,8 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
         entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
                  "base": f"{renderer.settings['kolla_base_distro']}-{renderer.settings['kolla_base_distro_version']}",
                  "containers": [], "jobs": [], "post_jobs": [], "final_jobs": [],
-                 "caches_database": bool(definition.get("caches_database"))}
+                 "caches_database": bool(definition.get("caches_database")),
+                 "base_move": base_move_routes().get(service)}
         trusting = []   # its containers that trust the CA
         for cname, container in (definition.get("containers") or {}).items():
             cwhere = f"{where}: containers.{cname}"

@@ -6,13 +6,15 @@ beside globals.yml, so that the next deploy keeps them instead of undoing them:
 
     services:                      # upgrade --services keystone --release 2026.2
       keystone: {release: "2026.2"}
+      rabbitmq: {base: bookworm}   # upgrade --base trixie: held on its base (its folder's base_move)
     containers:                    # rollback keystone
       keystone: {generation: 5, why: "rollback to generation 3 (2026-11-23 07:10 UTC)", service: keystone,
                  passwords: {keystone_database_password: "SALT:DIGEST", ...}}
       host2:memcached: {generation: 2, service: memcached, ...}   # rollback host2:memcached through a master
 
 A service pin makes that service follow its own release instead of
-openstack_release. A container pin holds the container at one generation of
+openstack_release, or its own base instead of kolla_base_distro_version (a service
+whose containers cannot cross bases by a swap, held while the rest moves). A container pin holds the container at one generation of
 its history (image, spec and config files) whatever the files say; it names its
 service, so that `kolla-salt unpin SERVICE` finds the service's containers held on
 any host without asking the hosts. `status` shows them; `kolla-salt unpin NAME`
@@ -70,11 +72,18 @@ class Pins:
         services = data.get("services") or {}
         containers = data.get("containers") or {}
         for name, pin in (services.items() if isinstance(services, dict) else []):
-            release = pin.get("release") if isinstance(pin, dict) else None
+            pin = pin if isinstance(pin, dict) else {}
+            release, base = pin.get("release"), pin.get("base")
             if known_services is not None and name not in known_services:
                 problems.append(f"{path}: services.{name}: no service is called '{name}'")
-            if not isinstance(release, str) or (known_releases is not None and release not in known_releases):
+            if set(pin) - {"release", "base"} or not pin:
+                problems.append(f"{path}: services.{name} must hold a release, a base or both, got {pin!r}")
+            if "release" in pin and (not isinstance(release, str)
+                                     or (known_releases is not None and release not in known_releases)):
                 problems.append(f"{path}: services.{name}.release must be a known release, got {release!r}")
+            if "base" in pin and not isinstance(base, str):
+                problems.append(f"{path}: services.{name}.base must be a base (kolla_base_distro_version), "
+                                f"got {base!r}")
         for name, pin in (containers.items() if isinstance(containers, dict) else []):
             generation = pin.get("generation") if isinstance(pin, dict) else None
             if not isinstance(generation, int) or isinstance(generation, bool) or generation < 1:
@@ -96,6 +105,9 @@ class Pins:
 
     def release_of(self, service):
         return (self.services.get(service) or {}).get("release")
+
+    def base_of(self, service):
+        return (self.services.get(service) or {}).get("base")
 
     def generation_of(self, container, host=None):
         """The generation `container` is held at: on `host` (a rollback through a master
@@ -119,6 +131,22 @@ class Pins:
         return removed + self._drop(lambda key, pin: _holds(key, name) or (
             name in services and (pin.get("service") or service_of(key)) == name))
 
+    def forget_releases(self):
+        """Every service follows openstack_release again (a base pin stays)."""
+        self._unpin(lambda key, value: key == "release")
+
+    def drop_followed(self, release, base):
+        """Drops what a service pin holds that every service follows anyway (`release`,
+        `base`), and the pins left empty."""
+        self._unpin(lambda key, value: value == {"release": release, "base": base}[key])
+
+    def _unpin(self, dropped):
+        for name, pin in list(self.services.items()):
+            for key in [key for key, value in pin.items() if dropped(key, value)]:
+                del pin[key]
+            if not pin:
+                del self.services[name]
+
     def release_container(self, name):
         """Removes the pins of container `name` on every host (an upgrade replaces them);
         returns the keys removed."""
@@ -132,7 +160,8 @@ class Pins:
 
     def describe(self):
         """One line per pin, for people."""
-        return ([f"{name} follows release {pin['release']}" for name, pin in sorted(self.services.items())]
+        return ([f"{name} follows " + " on ".join(f"{key} {pin[key]}" for key in ("release", "base") if key in pin)
+                 for name, pin in sorted(self.services.items())]
                 + [f"{name} held at what generation {pin['generation']} ran ({pin.get('why', 'pinned')})"
                    for name, pin in sorted(self.containers.items())])
 

@@ -88,21 +88,20 @@ def skew_problems(releases, declared, behind):
 
 def base_move_problems(services, running, host=None):
     """A problem per container of `services` (pillar entries) whose image is built on
-    another base than its service declares (`running`: {container: its image's base}),
-    as a line naming `host` when given. Moving a running cloud to another base brings
-    every infrastructure project's next major with it (RabbitMQ 3.10 -> 4.x has no
-    direct upgrade path): no route does that yet, so the move is refused, whatever the
-    container. A container held at a generation (pins.yml) keeps what it ran."""
+    another base than its service declares (`running`: {container: its image's base})
+    when its folder says why it cannot cross by a swap (`base_move`: RabbitMQ and
+    MariaDB change major versions with the base), as a line naming `host` when given.
+    Every other container crosses by its usual swap, an upgrade like any other. A
+    container held at a generation (pins.yml) keeps what it ran."""
     problems = []
     for service in services:
         for container in service["containers"]:
             old = running.get(container["spec"]["name"])
-            if container.get("pin") is None and old and old != service["base"]:
+            if service.get("base_move") and container.get("pin") is None and old and old != service["base"]:
                 problems.append(f"{host + ': ' if host else ''}{service['name']}: {container['spec']['name']} runs "
-                                f"on {old} images, declared {service['base']}: moving a running cloud to another "
-                                f"base is not supported yet (RabbitMQ, MariaDB and OVN change major versions with "
-                                f"it; docs/operations.md, \"The images' base\"); set kolla_base_distro_version: "
-                                f"\"{old.split('-', 1)[1]}\" in globals.yml to keep it")
+                                f"on {old} images, declared {service['base']}: {service['base_move']}; "
+                                f"`kolla-salt upgrade --base {service['base'].split('-', 1)[1]}` holds it on "
+                                f"{old.split('-', 1)[1]} (pins.yml) while the rest moves")
     return problems
 
 

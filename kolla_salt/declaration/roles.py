@@ -9,7 +9,7 @@ from .hostfacts import host_facts
 from .pins import load_pins
 from .registration import REGISTRATION_IMAGE, registration_outline
 from .rendering import ServiceRenderer
-from .settings import database_service, derived_passwords, load_settings, settings_for_release, wanted_passwords
+from .settings import database_service, derived_passwords, load_settings, service_settings, wanted_passwords
 from .tree import service_order, waits
 
 
@@ -127,11 +127,10 @@ def enabled_definitions(settings, pins=None):
     for top, service in service_order():
         if not settings.get(f"enable_{service}", False):
             continue
-        release = (pins.release_of(service) if pins else None) or settings["openstack_release"]
-        if release not in renderers:
-            renderers[release] = _renderer_without_secrets(
-                settings if release == settings["openstack_release"] else settings_for_release(settings, release))
-        found.append((top, service, renderers[release].definition(service), renderers[release]))
+        key = (pins.release_of(service), pins.base_of(service)) if pins else (None, None)
+        if key not in renderers:
+            renderers[key] = _renderer_without_secrets(service_settings(settings, service, pins) if pins else settings)
+        found.append((top, service, renderers[key].definition(service), renderers[key]))
     return found
 
 
@@ -147,7 +146,8 @@ def declared_services(settings, pins, minion_id):
     """The services the declaration places on host `minion_id`, in tree order, in the
     shape of the pillar's entries as far as the checks before a deploy read them
     (kolla_salt.declaration.releases.release_path_problems, kolla_salt.declaration.preflight.missing_images,
-    kolla_salt.operations.backup.back_first): name, set, release, containers ({spec: {name,
+    kolla_salt.operations.backup.back_first): name, set, release, base (its version:
+    trixie), containers ({spec: {name,
     image}, pin}), jobs ({name, image}) and fills; refused when the releases break a
     folder's version rule (release_skew). Derived from the folders' definitions
     alone: no config file is rendered and no secret read, so a command that declares
@@ -170,7 +170,7 @@ def declared_services(settings, pins, minion_id):
                        "pin": pins.generation_of(prefix + name, minion_id)}
                       for name, container in (definition.get("containers") or {}).items()]
         services.append({"name": service, "set": f"{top}/{service}", "release": renderer.settings["openstack_release"],
-                         "containers": containers,
+                         "base": renderer.settings["kolla_base_distro_version"], "containers": containers,
                          "jobs": [{"name": prefix + name, "image": renderer.image(job["image"])}
                                   for name, job in jobs.items()],
                          "post_jobs": [], "final_jobs": [],

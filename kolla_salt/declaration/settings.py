@@ -186,7 +186,7 @@ def value_rules(defaults, origin, problems):
 
 
 DECLARATION_KEYS = ("set", "after", "settings", "passwords", "rules", "client_files", "database", "says",
-                    "host_offers")
+                    "host_offers", "base_move")
 # What a host offers that a setting may follow (kolla_salt.declaration.virt.Virtualization).
 HOST_OFFERS = ("virt_type", "ovs_datapath_type")
 
@@ -199,8 +199,9 @@ def service_declarations(problems):
     beyond its type (`rules`, value_rules), whether it is the cloud's front door,
     after whose deploy the admin's client files are written (`client_files`), and
     whether it is the cloud's database, which backups copy and restores put back
-    (`database`), what `validate` says of it on a host that runs it (`says`), and
-    which of its settings follow what each host offers (`host_offers`, host_offered)."""
+    (`database`), what `validate` says of it on a host that runs it (`says`),
+    which of its settings follow what each host offers (`host_offers`, host_offered),
+    and why its containers cannot cross to another base by a swap (`base_move`)."""
     found = []
     for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
         declared = read_yaml(path, problems)
@@ -216,8 +217,8 @@ def service_declarations(problems):
             problems.append(f"{path}: key 'rules' must be a mapping of settings to their rules")
         elif not all(isinstance(declared.get(key, False), bool) for key in ("client_files", "database")):
             problems.append(f"{path}: keys 'client_files' and 'database' must be true or false")
-        elif not isinstance(declared.get("says", ""), str):
-            problems.append(f"{path}: key 'says' must be a line of text (its host's settings in braces)")
+        elif not isinstance(declared.get("says", ""), str) or not isinstance(declared.get("base_move", ""), str):
+            problems.append(f"{path}: keys 'says' and 'base_move' must be lines of text")
         elif offer_problems := _offer_problems(path, declared):
             problems.extend(offer_problems)
         else:
@@ -279,6 +280,14 @@ def host_offer_problems(names, settings, virtualization, where, minion_id):
                 problems.append(f"{where}: key {key!r} is {value}, but {minion_id} has {lacks}"
                                 + (f": {offer['otherwise']}" if offer.get("otherwise") else ""))
     return problems
+
+
+def base_move_routes():
+    """{service: why its containers cannot cross to another base by a swap} of the
+    folders that say `base_move` (RabbitMQ and MariaDB change major versions with the
+    base, by a route of their own)."""
+    return {path.parent.name: declared["base_move"] for path, declared in _checked(service_declarations, None)
+            if declared.get("base_move")}
 
 
 def database_service():
@@ -439,11 +448,11 @@ def tls_problems(settings, globals_file):
 RENAMED_SETTINGS = {"base_distro": "kolla_base_distro", "base_distro_release": "kolla_base_distro_version"}
 
 
-def base_problems(release, name, version, where):
+def base_problems(release, name, version, where, key="kolla_base_distro_version"):
     """A problem if the declared base `version` ("" is the release's default) is not one
     release `name` (its releases.yml entry) builds on."""
     if version and version not in release["bases"]:
-        return [f"{where}: key 'kolla_base_distro_version' is {version!r}; release {name} builds on "
+        return [f"{where}: key {key!r} is {version!r}; release {name} builds on "
                 f"{', '.join(release['bases'])} (pillar/defaults/releases.yml: bases)"]
     return []
 
@@ -466,14 +475,25 @@ def default_image(name):
     return image_ref(default_settings(), name, default_tag())
 
 
-def settings_for_release(settings, release):
+def service_settings(settings, service, pins):
+    """The settings `service` sees: the cloud's, or at its pins.yml release and base."""
+    release, base = pins.release_of(service), pins.base_of(service)
+    if release in (None, settings["openstack_release"]) and base in (None, settings["kolla_base_distro_version"]):
+        return settings
+    return settings_for_release(settings, release or settings["openstack_release"], base, service)
+
+
+def settings_for_release(settings, release, base=None, service=None):
     """Settings as they are for one service that follows `release` (pins.yml, build
-    --release): its tag and versions; source images when the release has no binary ones."""
+    --release), on `base` when given (a pins.yml base: a service held on its base while
+    the rest of the cloud moves): its tag and versions; source images when the release
+    has no binary ones."""
     info = load_releases()[release]
     install_type = settings["kolla_install_type"] if info.get(settings["kolla_install_type"]) else (
         "source" if info.get("source") else "binary")
-    declared_base = settings.get("declared_base_version", "")
-    problems = base_problems(info, release, declared_base, "globals.yml")
+    declared_base = base or settings.get("declared_base_version", "")
+    problems = (base_problems(info, release, base, "pins.yml", f"services.{service}.base") if base
+                else base_problems(info, release, declared_base, "globals.yml"))
     if problems:
         raise ValidationError(problems)
     changed = dict(settings, openstack_release=release, kolla_install_type=install_type,

@@ -180,18 +180,18 @@ class Here(Road):
         return {}, {}, new
 
     def prepare_images(self, settings, services):
-        """The images of `services` (declared_services' entries) that their releases need
+        """The images of `services` (declared_services' entries) that their releases and bases need
         (kolla_salt.images.build), built on this host."""
         import docker
 
         from ..declaration.inventory import service_specs
         from ..declaration.settings import settings_for_release
         from ..images.build import Builder, image_folder
-        print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']}" for s in services), flush=True)
-        for release in sorted({s["release"] for s in services}):
-            images = sorted({image_folder(spec["image"]) for s in services if s["release"] == release
+        print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']} on {s['base']}" for s in services), flush=True)
+        for release, base in sorted({(s["release"], s["base"]) for s in services}):
+            images = sorted({image_folder(spec["image"]) for s in services if (s["release"], s["base"]) == (release, base)
                              for spec in service_specs(s)})
-            Builder(docker.from_env(timeout=600), settings_for_release(settings, release),
+            Builder(docker.from_env(timeout=600), settings_for_release(settings, release, base),
                     out=lambda m: print(m, flush=True)).build(images)
 
     def redeclared(self, facts, hosts, allow_jump):

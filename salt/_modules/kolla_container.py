@@ -195,18 +195,20 @@ def facts(declared=False):
     """What a master checks before a change (kolla_salt.roads.master): whether this host's
     Docker engine answers (engine_error: "" when it does), the release each managed
     container runs, its interfaces' IPv4 addresses, the version of the Salt
-    modules it runs, a digest of the pillar it holds (kolla_salt.roads.master.held_digest)
+    modules it runs, the base each managed container's image is built on, a digest of the pillar it holds (kolla_salt.roads.master.held_digest)
     and what its Galera member holds (kolla_galera.held_facts); with `declared`, what
     the pillar compiled now says of itself too (`declaration`), in the same round."""
     import os
 
     import docker
 
-    from kolla_salt.declaration.releases import running_releases
+    from kolla_salt.declaration.releases import running_images
     from kolla_salt.roads.master import held_digest, synced_version
     extmods = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     error = _engine_error()
-    return {"engine_error": error, "releases": {} if error else running_releases(docker.from_env(timeout=10)),
+    running = {} if error else running_images(docker.from_env(timeout=10))
+    return {"engine_error": error, "releases": {name: release for name, (release, _) in running.items() if release},
+            "bases": {name: base for name, (_, base) in running.items() if base},
             "interfaces": __grains__.get("ip4_interfaces") or {},
             "code": synced_version(lambda kind: os.path.join(extmods, kind)), "pillar": held_digest(dict(__pillar__)),
             "galera": None if error else __salt__["kolla_galera.held_facts"](),

@@ -545,3 +545,42 @@ def test_what_validate_says_of_a_service_comes_from_its_folder_with_the_hosts_va
     assert validation_lines(["keystone", "openvswitch", "nova_compute"], settings) == [
         "Open vSwitch forwards with the netdev datapath (system: the kernel's openvswitch module; netdev: userspace)",
         "guests run with qemu; this host offers emulation"]
+
+
+def ceph_service(folder, **settings):
+    """The ceph folder's pillar entry with enable_ceph and `settings` (globals.yml)."""
+    write_secrets(folder)
+    write(folder, "globals.yml", {"enable_ceph": True, "container_name_prefix": "kx-", **settings})
+    (ceph,) = [s for s in build_pillar(folder, interfaces={"lo": ["127.0.0.1"]})["kolla"]["services"]
+               if s["name"] == "ceph"]
+    return ceph
+
+
+def test_ceph_runs_on_the_hosts_network_only_where_it_serves_and_keeps_its_data_on_named_volumes(tmp_path):
+    """The daemons and the pools job reach the monitor on the API address (a reason each);
+    the bootstrap job, which only writes files, has the container's own network. Data
+    lives on the deployment's named volumes, which nothing removes implicitly."""
+    ceph = ceph_service(tmp_path)
+    specs = {c["spec"]["name"]: c["spec"] for c in ceph["containers"]}
+    assert list(specs) == ["kx-ceph_mon", "kx-ceph_mgr", "kx-ceph_osd"]
+    for spec in specs.values():
+        assert spec["host_namespaces"] == ["net"] and "API address" in spec["reasons"]["net"]
+        assert "kx-ceph_keys:/var/lib/ceph/keys" in spec["volumes"]
+    assert "kx-ceph_mon:/var/lib/ceph/mon/ceph-local" in specs["kx-ceph_mon"]["volumes"]
+    assert "kx-ceph_osd:/var/lib/ceph/osd/ceph-0" in specs["kx-ceph_osd"]["volumes"]
+    assert specs["kx-ceph_mon"]["stateful"] and specs["kx-ceph_osd"]["stateful"]
+    (bootstrap,) = ceph["jobs"]
+    assert bootstrap["name"] == "kx-ceph_bootstrap" and not bootstrap.get("host_namespaces")
+    (pools,) = ceph["post_jobs"]
+    assert pools["host_namespaces"] == ["net"]
+    assert pools["command"][:8] == ["kolla_start", "kolla_ceph_pools", "1", "8", "images", "volumes", "vms", "backups"]
+
+
+def test_cephs_pool_size_of_one_is_allowed_and_not_warned_about_only_while_it_is_one(tmp_path):
+    conf = {c["spec"]["name"]: c["files"] for c in ceph_service(tmp_path)["containers"]}["kx-ceph_osd"]["ceph.conf"]
+    assert "mon_allow_pool_size_one = true" in conf and "mon_warn_on_pool_no_redundancy = false" in conf
+    assert "bluestore_block_path = /var/lib/ceph/osd/$cluster-$id/block.file" in conf
+    assert f"bluestore_block_size = {20 << 30}" in conf
+    conf = {c["spec"]["name"]: c["files"] for c in ceph_service(tmp_path, ceph_pool_size=3)["containers"]}[
+        "kx-ceph_osd"]["ceph.conf"]
+    assert "mon_allow_pool_size_one" not in conf and "osd_pool_default_min_size = 2" in conf

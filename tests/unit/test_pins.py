@@ -110,3 +110,26 @@ def test_a_pin_records_its_service_and_fingerprints_only_the_passwords_its_conta
     assert changed(facts["passwords"], {"keystone_database_password": "kspw-1"}) == []
     assert changed(facts["passwords"], {"keystone_database_password": "other"}) == ["keystone_database_password"]
     assert pin_facts(kolla, "t-nosuch") == {}
+
+
+def test_a_base_pin_holds_a_service_on_its_base_and_outlives_a_release_upgrade(tmp_path):
+    """upgrade --base holds a service on its base (pins.yml services.X.base); a release
+    upgrade of the whole cloud forgets release pins, not base pins; a pin of what
+    every service follows is dropped; a pin with neither is refused."""
+    from kolla_salt.cli.converge import _move_base
+    pins, declared = Pins.load(tmp_path), {}
+    pins.services["keystone"] = {"release": "2026.2"}
+    _move_base("trixie", {"mariadb": {"debian-bookworm"}, "rabbitmq": {"debian-trixie"}, "keystone": {"debian-bookworm"}},
+               declared, pins)
+    assert declared == {"kolla_base_distro_version": "trixie"}
+    assert pins.services == {"keystone": {"release": "2026.2"}, "mariadb": {"base": "bookworm"}}
+    assert pins.describe() == ["keystone follows release 2026.2", "mariadb follows base bookworm"]
+    pins.forget_releases()
+    assert pins.services == {"mariadb": {"base": "bookworm"}}
+    pins.save()
+    assert Pins.load(tmp_path, {"mariadb"}, {"2026.1"}).base_of("mariadb") == "bookworm"
+    pins.drop_followed("2026.1", "bookworm")   # once the cloud declares bookworm, nothing is held
+    assert pins.services == {}
+    (tmp_path / "pins.yml").write_text("services:\n  mariadb: {}\n")
+    with pytest.raises(ValidationError, match="services.mariadb must hold a release, a base or both"):
+        Pins.load(tmp_path, {"mariadb"}, {"2026.1"})

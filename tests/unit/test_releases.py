@@ -116,21 +116,25 @@ def test_releases_lists_those_whose_whole_cloud_is_proven_and_all_says_what_is_p
     assert "2026.1\t2026.1 (gazpacho)\tsource\tdebian trixie, bookworm\t" in "\n".join(every)
 
 
-def test_a_container_on_another_base_than_declared_is_refused_naming_the_key_that_keeps_it():
-    """The move of a running cloud to another base is not built: refused before anything
-    changes, naming the container, both bases and globals.yml's key; a held container
-    and one on the declared base pass."""
-    services = [{"name": "rabbitmq", "base": "debian-trixie",
+def test_only_a_service_whose_folder_says_it_cannot_cross_bases_by_a_swap_is_refused_on_another_base():
+    """RabbitMQ's folder says why it cannot cross to another base by a swap: its
+    container on another base is refused before anything changes, naming it, both
+    bases, the reason and the command that holds it; keystone and memcached cross by
+    their swaps; a held container passes."""
+    why = "RabbitMQ upgrades one minor at a time"
+    services = [{"name": "rabbitmq", "base": "debian-trixie", "base_move": why,
                  "containers": [{"spec": {"name": "rabbitmq"}, "pin": None}]},
-                {"name": "keystone", "base": "debian-trixie",
-                 "containers": [{"spec": {"name": "keystone"}, "pin": 3}]},
+                {"name": "mariadb", "base": "debian-trixie", "base_move": "one LTS at a time",
+                 "containers": [{"spec": {"name": "mariadb"}, "pin": 3}]},
+                {"name": "keystone", "base": "debian-trixie", "base_move": None,
+                 "containers": [{"spec": {"name": "keystone"}, "pin": None}]},
                 {"name": "memcached", "base": "debian-trixie",
                  "containers": [{"spec": {"name": "memcached"}, "pin": None}]}]
-    running = {"rabbitmq": "debian-bookworm", "keystone": "debian-bookworm", "memcached": "debian-trixie"}
+    running = {"rabbitmq": "debian-bookworm", "mariadb": "debian-bookworm", "keystone": "debian-bookworm",
+               "memcached": "debian-trixie"}
     assert base_move_problems(services, running, "host1") == [
-        'host1: rabbitmq: rabbitmq runs on debian-bookworm images, declared debian-trixie: moving a running cloud '
-        'to another base is not supported yet (RabbitMQ, MariaDB and OVN change major versions with it; '
-        'docs/operations.md, "The images\' base"); set kolla_base_distro_version: "bookworm" in globals.yml to keep it']
+        f"host1: rabbitmq: rabbitmq runs on debian-bookworm images, declared debian-trixie: {why}; "
+        "`kolla-salt upgrade --base trixie` holds it on bookworm (pins.yml) while the rest moves"]
     assert base_move_problems(services, {}) == []   # nothing runs yet: a first deploy
 
 

@@ -1,0 +1,2 @@
+{% from "kolla/service.jinja" import deploy_service %}
+{{ deploy_service("ceph") }}
