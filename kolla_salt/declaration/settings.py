@@ -5,6 +5,7 @@
 
 Every problem is named with its file and key (ValidationError) before anything changes.
 """
+import copy
 import functools
 import hashlib
 import hmac
@@ -201,9 +202,20 @@ def service_declarations(problems):
     whether it is the cloud's database, which backups copy and restores put back
     (`database`), what `validate` says of it on a host that runs it (`says`),
     which of its settings follow what each host offers (`host_offers`, host_offered),
-    and why its containers cannot cross to another base by a swap (`base_move`)."""
-    found = []
-    for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")):
+    and why its containers cannot cross to another base by a swap (`base_move`).
+    Read again only when a file changes (its time or size): a pillar's compile asks
+    for them several times for every service. What they hold is shared: read it only."""
+    files = tuple((path, path.stat().st_mtime_ns, path.stat().st_size)
+                  for path in sorted(paths.SERVICES_DIR.glob("*/settings.yml")))
+    found, said = _read_declarations(files)
+    problems.extend(said)
+    return found
+
+
+@functools.lru_cache(maxsize=4)
+def _read_declarations(files):
+    found, problems = [], []
+    for path, _, _ in files:
         declared = read_yaml(path, problems)
         unknown = sorted(set(declared) - set(DECLARATION_KEYS))
         if unknown:
@@ -223,7 +235,7 @@ def service_declarations(problems):
             problems.extend(offer_problems)
         else:
             found.append((path, declared))
-    return found
+    return found, problems
 
 
 def client_file_services():
@@ -293,13 +305,7 @@ def base_move_routes():
 def database_service():
     """The service whose settings.yml says `database` (mariadb): the one database
     every service's jobs fill, which backups copy, restores put back and Galera
-    recovery founds again. A ValidationError when no folder or more than one says so.
-    Read once per folder of services (a pillar's compile asks it for every service)."""
-    return _database_service(paths.SERVICES_DIR)
-
-
-@functools.lru_cache(maxsize=None)
-def _database_service(services_dir):
+    recovery founds again. A ValidationError when no folder or more than one says so."""
     found = sorted(path.parent.name for path, declared in _checked(service_declarations, None)
                    if declared.get("database"))
     if len(found) != 1:
@@ -319,7 +325,8 @@ def _composed(problems, general, part):
             if key in origin:
                 problems.append(f"{path}: key '{part}.{key}' is declared in {origin[key]} too")
             origin[key] = path
-            composed[key] = entries[key] if isinstance(entries, dict) else None
+            # a copy: the folders' declarations are shared (service_declarations)
+            composed[key] = copy.deepcopy(entries[key]) if isinstance(entries, dict) else None
     return composed, origin
 
 

@@ -584,3 +584,14 @@ def test_cephs_pool_size_of_one_is_allowed_and_not_warned_about_only_while_it_is
     conf = {c["spec"]["name"]: c["files"] for c in ceph_service(tmp_path, ceph_pool_size=3)["containers"]}[
         "kx-ceph_osd"]["ceph.conf"]
     assert "mon_allow_pool_size_one" not in conf and "osd_pool_default_min_size = 2" in conf
+
+
+def test_a_services_settings_file_changed_on_disk_is_read_again(tmp_path, monkeypatch):
+    """The folders' declarations are read once and kept while their files stay the
+    same; a folder's settings.yml that changes is read again (a long-lived minion or
+    master sees a checkout's change)."""
+    from kolla_salt.declaration.settings import declared_settings
+    memo = memo_folder(tmp_path, monkeypatch, {})
+    assert declared_settings()[0]["memo_depth"] == 3
+    memo.write_text(yaml.safe_dump({**MEMO, "settings": {**MEMO["settings"], "memo_depth": 12}}))
+    assert declared_settings()[0]["memo_depth"] == 12
