@@ -1,10 +1,9 @@
 """deploy, reconfigure, rotate-keys and upgrade: the hosts converge to the declaration
 by the road's converge (_converge): this host through salt-call (saltcall.Here), many
 through a master by a walk of the set tree (master.Master)."""
-import sys
 
 from ..declaration.tree import all_services, in_set
-from ..errors import KollaError, ValidationError
+from ..errors import ValidationError
 from ..roads.statereturns import on_host, summarise
 from .common import _host_settings, _release, _select, _settings, _split
 from .declaring import _declaration_files, _declaring, _undeclared
@@ -96,9 +95,10 @@ def _move_base(base, running, user_globals, pins):
     `base_move`) and that runs on another base (`running`: _running_bases): that one
     is held on the base it runs on (pins.yml), said."""
     from ..declaration.settings import base_move_routes
+    from ..images.build import base_version
     user_globals["kolla_base_distro_version"] = base
     for name, route in base_move_routes().items():
-        held = sorted(found.split("-", 1)[1] for found in running.get(name, ()) if found.split("-", 1)[1] != base)
+        held = sorted({base_version(found) for found in running.get(name, ())} - {base})
         if held and not pins.base_of(name):
             pins.services.setdefault(name, {})["base"] = held[0]
             print(f"[upgrade] {name} stays on {held[0]} (pins.yml services.{name}.base): {route}", flush=True)

@@ -26,7 +26,7 @@ from ..containers.balancer import loadbalancer_entries, seconds
 from ..containers.spec import CONFIG_MOUNT, ContainerSpec
 from ..errors import KollaError, ValidationError
 from ..healing.healthloop import beacon_config, restart_settings
-from ..images.build import discover, install_type_problem
+from ..images.build import discover, image_base, install_type_problem
 from ..operations import certificates, keys as key_repositories
 from ..private import used_passwords
 from .hostfacts import external_link_problems, host_facts, interface_address, local_interfaces, tunnel_facts
@@ -35,8 +35,8 @@ from .pins import Pins, changed as changed_passwords, load_pins
 from .registration import registration_job
 from .rendering import ServiceRenderer, unknown_definition_keys
 from .roles import database_facts, host_patterns, placed_on, release_skew, unmet_needs
-from .settings import (DERIVED_PASSWORDS, base_move_routes, database_service, host_offer_problems, host_offered, load_passwords,
-                       load_settings, service_settings)
+from .settings import (DERIVED_PASSWORDS, base_move_routes, database_service, host_offer_problems, host_offered,
+                       load_passwords, load_settings, service_settings)
 from .tree import service_order, waits
 
 
@@ -137,7 +137,7 @@ def build_services(settings, passwords, host, config_dir, minion_id="local", pin
             overrides = {p.name: p for p in sorted(override_dir.iterdir()) if p.is_file()}
         used_overrides = set()
         entry = {"name": service, "set": set_path, "release": renderer.settings["openstack_release"],
-                 "base": f"{renderer.settings['kolla_base_distro']}-{renderer.settings['kolla_base_distro_version']}",
+                 "base": image_base(renderer.settings),
                  "containers": [], "jobs": [], "post_jobs": [], "final_jobs": [],
                  "caches_database": bool(definition.get("caches_database")),
                  "base_move": base_move_routes().get(service)}

@@ -3,7 +3,7 @@ versions and library pins of each image folder (images/<image>/image.yml)."""
 
 from .. import paths, safeyaml
 from ..errors import ValidationError
-from ..images.build import discover
+from ..images.build import base_version, discover
 
 
 def load_releases():
@@ -100,8 +100,8 @@ def base_move_problems(services, running, host=None):
             if service.get("base_move") and container.get("pin") is None and old and old != service["base"]:
                 problems.append(f"{host + ': ' if host else ''}{service['name']}: {container['spec']['name']} runs "
                                 f"on {old} images, declared {service['base']}: {service['base_move']}; "
-                                f"`kolla-salt upgrade --base {service['base'].split('-', 1)[1]}` holds it on "
-                                f"{old.split('-', 1)[1]} (pins.yml) while the rest moves")
+                                f"`kolla-salt upgrade --base {base_version(service['base'])}` holds it on "
+                                f"{base_version(old)} (pins.yml) while the rest moves")
     return problems
 
 

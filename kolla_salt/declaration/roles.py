@@ -5,6 +5,7 @@ services' release skew, unmet needs, a Galera cluster)."""
 import fnmatch
 
 from ..errors import ValidationError
+from ..images.build import image_base
 from .hostfacts import host_facts
 from .pins import load_pins
 from .registration import REGISTRATION_IMAGE, registration_outline
@@ -146,8 +147,7 @@ def declared_services(settings, pins, minion_id):
     """The services the declaration places on host `minion_id`, in tree order, in the
     shape of the pillar's entries as far as the checks before a deploy read them
     (kolla_salt.declaration.releases.release_path_problems, kolla_salt.declaration.preflight.missing_images,
-    kolla_salt.operations.backup.back_first): name, set, release, base (its version:
-    trixie), containers ({spec: {name,
+    kolla_salt.operations.backup.back_first): name, set, release, base, containers ({spec: {name,
     image}, pin}), jobs ({name, image}) and fills; refused when the releases break a
     folder's version rule (release_skew). Derived from the folders' definitions
     alone: no config file is rendered and no secret read, so a command that declares
@@ -170,7 +170,7 @@ def declared_services(settings, pins, minion_id):
                        "pin": pins.generation_of(prefix + name, minion_id)}
                       for name, container in (definition.get("containers") or {}).items()]
         services.append({"name": service, "set": f"{top}/{service}", "release": renderer.settings["openstack_release"],
-                         "base": renderer.settings["kolla_base_distro_version"], "containers": containers,
+                         "base": image_base(renderer.settings), "containers": containers,
                          "jobs": [{"name": prefix + name, "image": renderer.image(job["image"])}
                                   for name, job in jobs.items()],
                          "post_jobs": [], "final_jobs": [],

@@ -174,8 +174,19 @@ def from_registry(ref):
     return "/" in ref and ("." in first or ":" in first or first == "localhost")
 
 
+def image_base(settings):
+    """The base the images of `settings` are built on, as their kolla.base label and
+    the pillar's service entries say it: debian-trixie."""
+    return f"{settings['kolla_base_distro']}-{settings['kolla_base_distro_version']}"
+
+
+def base_version(base):
+    """The kolla_base_distro_version of an image_base: trixie of debian-trixie."""
+    return base.split("-", 1)[1]
+
+
 def rootfs_ref(settings):
-    return f"{settings['docker_namespace']}/rootfs-{settings['kolla_base_distro']}-{settings['kolla_base_distro_version']}:latest"
+    return f"{settings['docker_namespace']}/rootfs-{image_base(settings)}:latest"
 
 
 def after_parents(order, parent_of, work, threads):

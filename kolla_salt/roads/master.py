@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import paths, safeyaml
 from ..errors import KollaError, ValidationError
 from .road import Road
-from .statereturns import CHECKS_STATE, first_states, refused, summarise
+from .statereturns import CHECKS_STATE, first_states, refused
 
 SALT_BIN = Path(sys.executable).parent
 # What `saltutil.sync_all` copies from the checkout's salt/_<kind> (the master's

@@ -186,12 +186,12 @@ class Here(Road):
 
         from ..declaration.inventory import service_specs
         from ..declaration.settings import settings_for_release
-        from ..images.build import Builder, image_folder
+        from ..images.build import Builder, base_version, image_folder
         print("[upgrade] " + ", ".join(f"{s['name']} to {s['release']} on {s['base']}" for s in services), flush=True)
         for release, base in sorted({(s["release"], s["base"]) for s in services}):
             images = sorted({image_folder(spec["image"]) for s in services if (s["release"], s["base"]) == (release, base)
                              for spec in service_specs(s)})
-            Builder(docker.from_env(timeout=600), settings_for_release(settings, release, base),
+            Builder(docker.from_env(timeout=600), settings_for_release(settings, release, base_version(base)),
                     out=lambda m: print(m, flush=True)).build(images)
 
     def redeclared(self, facts, hosts, allow_jump):
@@ -234,7 +234,10 @@ class Here(Road):
         """Against the cloud's APIs from here, as its admin (clouds.yaml), saying each step as it goes."""
         from ..operations.compute import Compute, connect
         compute = Compute(connect(self.config_dir), out=lambda line: print(line, flush=True))
-        compute.drain(host, timeout=timeout) if action == "drain" else compute.undrain(host)
+        if action == "drain":
+            compute.drain(host, timeout=timeout)
+        else:
+            compute.undrain(host)
 
     def secrets_folder(self, name):
         """Beside the backup."""
